@@ -1,0 +1,53 @@
+// Model weights as LibTorch tensors in Hugging Face layout, loaded from GGUF or safetensors.
+//
+// Layout: every projection is (out_features, in_features) as in nn.Linear. q/k rows are in HF
+// order (GGUF files store them permuted for adjacent-pair RoPE; the loader undoes it, see
+// engine-specs §1.8), so the model applies rotate_half ("NeoX") RoPE.
+//
+// OWNERSHIP: ModelWeights owns its tensors (refcounted at::Tensor); no pointers into the file are
+//            kept after loading, so the GgufFile may be closed.
+// ERRORS:    Load* throw sift::Error naming the file and the missing or malformed tensor.
+#ifndef SIFT_WEIGHTS_H_
+#define SIFT_WEIGHTS_H_
+
+#include <ATen/ATen.h>
+
+#include <string>
+#include <vector>
+
+#include "sift/model_config.h"
+
+namespace sift {
+
+struct LayerWeights {
+  at::Tensor attn_norm;                  // (hidden)
+  at::Tensor wq, wk, wv, wo;             // (H*hd, hidden), (Hkv*hd, hidden) x2, (hidden, H*hd)
+  at::Tensor bq, bk, bv;                 // undefined unless config.attention_bias
+  at::Tensor ffn_norm;                   // (hidden)
+  at::Tensor w_gate, w_up, w_down;       // (ff, hidden) x2, (hidden, ff)
+};
+
+struct ModelWeights {
+  ModelConfig config;
+  at::Tensor embed;       // (vocab, hidden)
+  std::vector<LayerWeights> layers;
+  at::Tensor final_norm;  // (hidden)
+  at::Tensor lm_head;     // (vocab, hidden); the same storage as embed when tied
+
+  // Total bytes held by distinct weight tensors (tied storage counted once).
+  int64_t Bytes() const;
+};
+
+struct LoadOptions {
+  at::ScalarType dtype = at::kBFloat16;  // matrices; norms are always kept in fp32
+  at::Device device = at::kCPU;
+};
+
+// Loads from a .gguf file, or from a Hugging Face directory (config.json + *.safetensors).
+ModelWeights LoadWeights(const std::string& path, const LoadOptions& options);
+ModelWeights LoadWeightsFromGguf(const std::string& gguf_path, const LoadOptions& options);
+ModelWeights LoadWeightsFromHfDir(const std::string& dir, const LoadOptions& options);
+
+}  // namespace sift
+
+#endif  // SIFT_WEIGHTS_H_

