@@ -34,7 +34,8 @@ enum class GgmlType : uint32_t {
   kBF16 = 30,
 };
 
-// Name as ggml prints it ("Q4_1"), or "type<N>" for an unknown number.
+// Name as ggml prints it ("Q4_1"), or "type<N>" for an unknown number (that string lives in a
+// thread-local buffer, valid until the next GgmlTypeName call on the same thread).
 const char* GgmlTypeName(GgmlType type);
 // True if the number is a known ggml type (its size is known, even if we cannot dequantise it).
 bool GgmlTypeKnown(uint32_t type);
@@ -50,10 +51,12 @@ uint64_t GgmlRowBytes(GgmlType type, int64_t n);
 // REQUIRES: n % GgmlBlockSize(type) == 0; src holds GgmlRowBytes(type, n) bytes.
 void DequantizeRow(GgmlType type, const uint8_t* src, float* dst, int64_t n);
 
-// IEEE half / bfloat16 conversions used by the formats above.
+// IEEE half / bfloat16 conversions used by the formats above. Float-to-16-bit conversions round
+// to nearest, ties to even; overflow gives infinity; NaN stays NaN (quiet).
 float HalfToFloat(uint16_t h);
 uint16_t FloatToHalf(float f);
 float BF16ToFloat(uint16_t b);
+uint16_t FloatToBF16(float f);
 
 }  // namespace sift
 
