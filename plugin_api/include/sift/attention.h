@@ -1,0 +1,72 @@
+// Multi-head attention with grouped KV heads, blocked over queries, with optional statistics.
+//
+// Visibility is decided by RoPE positions, not by index: key j is visible to query i when
+// pos(j) <= pos(i) (causal), and with a Λ mask additionally when pos(j) < sink or
+// pos(i) - pos(j) < window. This makes the same kernel serve full prefill, chunked streaming
+// prefill and decode over a compressed cache (whose entries keep their original positions).
+//
+// Queries are processed in blocks of `block_size`, so memory is O(H × block × n_keys) and no
+// n×n score matrix is ever built. Softmax is computed in fp32.
+//
+// REQUIRES: key positions ascending along the key axis (true for every cache this runtime builds).
+// THREADING: pure function of its inputs; uses LibTorch's intra-op thread pool.
+#ifndef SIFT_ATTENTION_H_
+#define SIFT_ATTENTION_H_
+
+#include <ATen/ATen.h>
+
+#include <cstdint>
+
+namespace sift {
+
+// Which statistics to collect while attending. All outputs are fp32, per *query* head.
+struct AttentionStatsRequest {
+  // Sum over the last `window` queries of their softmax rows -> window_sum [Hq, n_keys].
+  int64_t window = 0;
+  // Softmax row of the last query -> last_query [Hq, n_keys].
+  bool last_query = false;
+  // Sum over all queries of their softmax rows (H2O accumulated attention) -> column_sum.
+  bool column_sum = false;
+  // Max over heads and over queries with index >= max_from_query of softmax -> max_prob [n_keys]
+  // (ILRe's A). -1 disables.
+  int64_t max_from_query = -1;
+  // Raw scores q·k (no scale, no softmax) of the last query summed over all heads ->
+  // last_query_logit_sum [n_keys] (GemFilter's selection signal).
+  bool last_query_logit_sum = false;
+
+  bool any() const {
+    return window > 0 || last_query || column_sum || max_from_query >= 0 || last_query_logit_sum;
+  }
+};
+
+struct AttentionStats {
+  at::Tensor window_sum;            // [Hq, n_keys]
+  at::Tensor last_query;            // [Hq, n_keys]
+  at::Tensor column_sum;            // [Hq, n_keys]
+  at::Tensor max_prob;              // [n_keys]
+  at::Tensor last_query_logit_sum;  // [n_keys]
+};
+
+struct AttentionOptions {
+  int64_t block_size = 256;   // queries per block
+  int64_t sink = 0;           // Λ mask: always-visible leading positions (0 with window 0 = off)
+  int64_t window = 0;         // Λ mask: recent positions visible (0 = unlimited)
+  double scale = 0.0;         // 0 -> 1/sqrt(head_dim)
+};
+
+// q: [nq, Hq, hd]; k, v: [Hkv, nk, hd] (cache layout, may be strided views);
+// q_pos: [nq] int64; k_pos: [nk] or [Hkv, nk] int64.
+// Returns [nq, Hq, hd] in q's dtype. Fills *stats if request.any() (stats may be null otherwise).
+at::Tensor Attention(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v,
+                     const at::Tensor& q_pos, const at::Tensor& k_pos,
+                     const AttentionOptions& options, const AttentionStatsRequest& request = {},
+                     AttentionStats* stats = nullptr);
+
+// Dense reference (materialises the full matrix; tests only): same contract as Attention.
+at::Tensor AttentionReference(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v,
+                              const at::Tensor& q_pos, const at::Tensor& k_pos,
+                              const AttentionOptions& options);
+
+}  // namespace sift
+
+#endif  // SIFT_ATTENTION_H_

@@ -1,0 +1,83 @@
+// KV cache: per layer, per KV head keys and values plus the RoPE position of every entry.
+//
+// Layers may hold different numbers of entries (PyramidKV, SPTS); within a layer every KV head
+// holds the same number, but possibly of different tokens (per-head eviction), so positions are
+// stored per head. Storage is preallocated with spare capacity so that decode appends are O(1);
+// Select() gathers kept entries into exactly-sized storage and releases the old buffers.
+//
+// Layout per layer: k, v are [Hkv, capacity, head_dim] (compute dtype); positions are
+// [Hkv, capacity] int64. Views returned by Keys()/Values()/Positions() cover [0, size).
+//
+// THREADING: not thread-safe; one request owns one cache.
+// ERRORS:    shape mismatches throw sift::Error naming the layer.
+#ifndef SIFT_KV_CACHE_H_
+#define SIFT_KV_CACHE_H_
+
+#include <ATen/ATen.h>
+
+#include <cstdint>
+#include <vector>
+
+namespace sift {
+
+struct KvCacheShape {
+  int64_t num_layers = 0;
+  int64_t num_kv_heads = 0;
+  int64_t head_dim = 0;
+  at::ScalarType dtype = at::kBFloat16;
+  at::Device device = at::kCPU;
+};
+
+class KvCache {
+ public:
+  explicit KvCache(const KvCacheShape& shape);
+
+  const KvCacheShape& shape() const { return shape_; }
+  int64_t num_layers() const { return shape_.num_layers; }
+  int64_t size(int64_t layer) const { return layers_[layer].size; }
+
+  // Ensures room for `extra` more entries in `layer` without reallocating on append.
+  void Reserve(int64_t layer, int64_t extra);
+
+  // Appends n entries. k, v: [n, Hkv, hd]; positions: [n] int64 (same for every head).
+  void Append(int64_t layer, const at::Tensor& k, const at::Tensor& v, const at::Tensor& positions);
+
+  // Views of the live entries: [Hkv, size, hd] and [Hkv, size].
+  at::Tensor Keys(int64_t layer) const;
+  at::Tensor Values(int64_t layer) const;
+  at::Tensor Positions(int64_t layer) const;
+
+  // Keeps only the given entries of `layer`. indices: [Hkv, m] (per head) or [m] (shared by
+  // all heads), int64, each in [0, size). Order is preserved as given (callers pass sorted
+  // indices to keep original order). Memory of evicted entries is released.
+  void Select(int64_t layer, const at::Tensor& indices);
+
+  // Replaces a layer's content (k, v: [Hkv, n, hd]; positions: [Hkv, n]).
+  void Set(int64_t layer, const at::Tensor& k, const at::Tensor& v, const at::Tensor& positions);
+
+  // Drops every entry of every layer (storage released).
+  void Clear();
+
+  // Bytes of the live entries (k + v + positions), and bytes actually allocated.
+  int64_t Bytes() const;
+  int64_t AllocatedBytes() const;
+  // Live entries summed over layers (per head).
+  int64_t TotalEntries() const;
+  // One past the largest position held in any layer (the next decode position is at least this).
+  int64_t NextPosition() const;
+
+ private:
+  struct Layer {
+    at::Tensor k, v, pos;  // [Hkv, capacity, hd], [Hkv, capacity]
+    int64_t size = 0;
+    int64_t capacity() const { return k.defined() ? k.size(1) : 0; }
+  };
+  void Grow(Layer& layer, int64_t min_capacity);
+
+  KvCacheShape shape_;
+  std::vector<Layer> layers_;
+};
+
+}  // namespace sift
+
+#endif  // SIFT_KV_CACHE_H_

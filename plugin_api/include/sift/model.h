@@ -1,0 +1,119 @@
+// A Llama-family decoder (Llama 2/3, Mistral, Qwen2, SmolLM2) in LibTorch, exposed as building
+// blocks that prefill plugins compose, plus the standard full forward.
+//
+// Numerics: matrices run in the compute dtype (bf16 by default on CPU; fp32 selectable). The
+// residual stream, RMSNorm, RoPE and softmax are fp32. RoPE is rotate_half on HF-layout weights.
+//
+// Conventions: a hidden state `x` is [n, hidden] fp32; `positions` is [n] int64 (RoPE position of
+// each row); q is [n, Hq, hd], k and v are [n, Hkv, hd] in the compute dtype.
+//
+// OWNERSHIP: a Model is immutable after Load and shared (std::shared_ptr) by every request and
+//            plugin; it owns its weights and tokenizer.
+// THREADING: every method is const and safe to call from several threads at once.
+// ERRORS:    Load throws sift::Error; forward methods throw sift::Error on shape misuse.
+#ifndef SIFT_MODEL_H_
+#define SIFT_MODEL_H_
+
+#include <ATen/ATen.h>
+
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "sift/attention.h"
+#include "sift/kv_cache.h"
+#include "sift/model_config.h"
+#include "sift/tokenizer.h"
+#include "sift/weights.h"
+
+namespace sift {
+
+struct ModelOptions {
+  at::ScalarType dtype = at::kBFloat16;  // compute dtype of the linear layers and the KV cache
+  at::Device device = at::kCPU;
+  int threads = 0;                       // intra-op threads; 0 = all cores
+};
+
+// Parses "bf16"/"bfloat16", "fp32"/"float32", "fp16"/"float16"; throws on anything else.
+at::ScalarType ParseDtype(const std::string& name);
+const char* DtypeName(at::ScalarType dtype);
+// Sets LibTorch's intra-op thread count (0 = hardware concurrency). Call once at startup.
+void ConfigureThreads(int threads);
+
+// Per-layer hooks for the full forward: which statistics a layer should collect, and where they
+// go. A default-constructed Hooks collects nothing.
+struct LayerHooks {
+  std::function<AttentionStatsRequest(int64_t layer)> stats_request;
+  std::function<void(int64_t layer, AttentionStats&& stats)> on_stats;
+};
+
+struct ForwardOptions {
+  AttentionOptions attention;
+  LayerHooks hooks;
+  // Rows per forward chunk (0 = the whole input at once). Chunks attend to the cache filled by
+  // the previous chunks, so the result is the same; peak activation memory is bounded.
+  int64_t chunk_size = 0;
+};
+
+class Model {
+ public:
+  static std::shared_ptr<const Model> Load(const std::string& path, const ModelOptions& options);
+
+  const ModelConfig& config() const { return weights_.config; }
+  const ModelWeights& weights() const { return weights_; }
+  const ModelOptions& options() const { return options_; }
+  // REQUIRES: has_tokenizer() (GGUF models carry one; HF directories do not).
+  const Tokenizer& tokenizer() const { return *tokenizer_; }
+  bool has_tokenizer() const { return tokenizer_ != nullptr; }
+  const std::string& path() const { return path_; }
+
+  // A cache shaped for this model (compute dtype, device).
+  KvCache NewCache() const;
+
+  // ---- building blocks ----
+  at::Tensor Embed(const at::Tensor& ids) const;                        // [n] -> x [n, hidden]
+  at::Tensor AttnNorm(int64_t layer, const at::Tensor& x) const;        // -> [n, hidden] dtype
+  at::Tensor FfnNorm(int64_t layer, const at::Tensor& x) const;
+  struct Qkv {
+    at::Tensor q, k, v;  // [n, Hq, hd], [n, Hkv, hd], [n, Hkv, hd]; no RoPE yet
+  };
+  Qkv ProjectQkv(int64_t layer, const at::Tensor& h) const;
+  at::Tensor ApplyRope(const at::Tensor& x, const at::Tensor& positions) const;  // [n, H, hd]
+  // attn: [n, Hq, hd] -> [n, hidden] fp32 (to be added to the residual).
+  at::Tensor OutputProjection(int64_t layer, const at::Tensor& attn) const;
+  at::Tensor Ffn(int64_t layer, const at::Tensor& h) const;             // -> [n, hidden] fp32
+  // Final norm + LM head: x [n, hidden] -> logits [n, vocab] fp32.
+  at::Tensor Logits(const at::Tensor& x) const;
+
+  // One decoder layer on x (new rows at `positions`). With a cache, the new k/v are appended to
+  // it and the rows attend to everything the layer's cache holds; without one, only to each
+  // other. Returns the updated x.
+  at::Tensor Layer(int64_t layer, const at::Tensor& x, const at::Tensor& positions, KvCache* cache,
+                   const AttentionOptions& attention, const AttentionStatsRequest& request = {},
+                   AttentionStats* stats = nullptr) const;
+  // Layers [begin, end).
+  at::Tensor RunLayers(int64_t begin, int64_t end, const at::Tensor& x, const at::Tensor& positions,
+                       KvCache* cache, const ForwardOptions& options = {}) const;
+
+  // ---- standard forward ----
+  // Runs ids (at positions start..start+n-1) through all layers, appending to cache; returns the
+  // logits of the last row [vocab] fp32.
+  at::Tensor Forward(const std::vector<TokenId>& ids, int64_t start_position, KvCache& cache,
+                     const ForwardOptions& options = {}) const;
+
+ private:
+  Model() = default;
+  std::string path_;
+  ModelOptions options_;
+  ModelWeights weights_;
+  std::unique_ptr<Tokenizer> tokenizer_;
+  std::vector<at::Tensor> w_qkv_;     // fused [Hq*hd + 2*Hkv*hd, hidden] per layer
+  std::vector<at::Tensor> b_qkv_;     // fused bias, undefined without attention bias
+  std::vector<at::Tensor> w_gate_up_; // fused [2*ff, hidden] per layer
+  at::Tensor inv_freq_;               // [hd/2] fp32
+};
+
+}  // namespace sift
+
+#endif  // SIFT_MODEL_H_

@@ -1,0 +1,148 @@
+#include "sift/kv_cache.h"
+
+#include <algorithm>
+
+#include "sift/error.h"
+
+namespace sift {
+
+KvCache::KvCache(const KvCacheShape& shape) : shape_(shape), layers_(shape.num_layers) {
+  SIFT_CHECK(shape.num_layers > 0 && shape.num_kv_heads > 0 && shape.head_dim > 0,
+             "KvCache: invalid shape");
+}
+
+void KvCache::Grow(Layer& layer, int64_t min_capacity) {
+  int64_t capacity = std::max<int64_t>({min_capacity, 2 * layer.capacity(), 64});
+  auto opts = at::TensorOptions().dtype(shape_.dtype).device(shape_.device);
+  at::Tensor k = at::empty({shape_.num_kv_heads, capacity, shape_.head_dim}, opts);
+  at::Tensor v = at::empty({shape_.num_kv_heads, capacity, shape_.head_dim}, opts);
+  at::Tensor pos = at::empty({shape_.num_kv_heads, capacity}, opts.dtype(at::kLong));
+  if (layer.size > 0) {
+    k.narrow(1, 0, layer.size).copy_(layer.k.narrow(1, 0, layer.size));
+    v.narrow(1, 0, layer.size).copy_(layer.v.narrow(1, 0, layer.size));
+    pos.narrow(1, 0, layer.size).copy_(layer.pos.narrow(1, 0, layer.size));
+  }
+  layer.k = k;
+  layer.v = v;
+  layer.pos = pos;
+}
+
+void KvCache::Reserve(int64_t layer, int64_t extra) {
+  Layer& l = layers_.at(layer);
+  if (l.size + extra > l.capacity()) Grow(l, l.size + extra);
+}
+
+void KvCache::Append(int64_t layer, const at::Tensor& k, const at::Tensor& v,
+                     const at::Tensor& positions) {
+  Layer& l = layers_.at(layer);
+  const int64_t n = k.size(0);
+  SIFT_CHECK(k.dim() == 3 && k.size(1) == shape_.num_kv_heads && k.size(2) == shape_.head_dim &&
+                 v.sizes() == k.sizes() && positions.dim() == 1 && positions.size(0) == n,
+             "KvCache::Append: layer ", layer, ": expected k, v [n, ", shape_.num_kv_heads, ", ",
+             shape_.head_dim, "] and positions [n], got k ", k.sizes(), " v ", v.sizes(),
+             " positions ", positions.sizes());
+  if (l.size + n > l.capacity()) Grow(l, l.size + n);
+  l.k.narrow(1, l.size, n).copy_(k.transpose(0, 1));
+  l.v.narrow(1, l.size, n).copy_(v.transpose(0, 1));
+  l.pos.narrow(1, l.size, n).copy_(positions.unsqueeze(0).expand({shape_.num_kv_heads, n}));
+  l.size += n;
+}
+
+at::Tensor KvCache::Keys(int64_t layer) const {
+  const Layer& l = layers_.at(layer);
+  if (!l.k.defined()) {
+    return at::empty({shape_.num_kv_heads, 0, shape_.head_dim},
+                     at::TensorOptions().dtype(shape_.dtype).device(shape_.device));
+  }
+  return l.k.narrow(1, 0, l.size);
+}
+
+at::Tensor KvCache::Values(int64_t layer) const {
+  const Layer& l = layers_.at(layer);
+  if (!l.v.defined()) return Keys(layer);
+  return l.v.narrow(1, 0, l.size);
+}
+
+at::Tensor KvCache::Positions(int64_t layer) const {
+  const Layer& l = layers_.at(layer);
+  if (!l.pos.defined()) {
+    return at::empty({shape_.num_kv_heads, 0}, at::TensorOptions().dtype(at::kLong));
+  }
+  return l.pos.narrow(1, 0, l.size);
+}
+
+void KvCache::Select(int64_t layer, const at::Tensor& indices) {
+  Layer& l = layers_.at(layer);
+  at::Tensor idx = indices.to(shape_.device, at::kLong);
+  if (idx.dim() == 1) idx = idx.unsqueeze(0).expand({shape_.num_kv_heads, idx.size(0)});
+  SIFT_CHECK(idx.dim() == 2 && idx.size(0) == shape_.num_kv_heads,
+             "KvCache::Select: layer ", layer, ": indices must be [m] or [", shape_.num_kv_heads,
+             ", m], got ", indices.sizes());
+  if (idx.numel() > 0) {
+    SIFT_CHECK(idx.min().item<int64_t>() >= 0 && idx.max().item<int64_t>() < l.size,
+               "KvCache::Select: layer ", layer, ": index out of range [0, ", l.size, ")");
+  }
+  const int64_t m = idx.size(1);
+  at::Tensor kidx = idx.unsqueeze(-1).expand({shape_.num_kv_heads, m, shape_.head_dim});
+  // gather() allocates exactly-sized outputs; assigning them drops the old buffers.
+  at::Tensor k = Keys(layer).gather(1, kidx);
+  at::Tensor v = Values(layer).gather(1, kidx);
+  at::Tensor pos = Positions(layer).gather(1, idx);
+  l.k = k;
+  l.v = v;
+  l.pos = pos;
+  l.size = m;
+}
+
+void KvCache::Set(int64_t layer, const at::Tensor& k, const at::Tensor& v,
+                  const at::Tensor& positions) {
+  Layer& l = layers_.at(layer);
+  SIFT_CHECK(k.dim() == 3 && k.size(0) == shape_.num_kv_heads && k.size(2) == shape_.head_dim &&
+                 v.sizes() == k.sizes() && positions.dim() == 2 &&
+                 positions.size(0) == k.size(0) && positions.size(1) == k.size(1),
+             "KvCache::Set: layer ", layer, ": bad shapes k ", k.sizes(), " v ", v.sizes(),
+             " positions ", positions.sizes());
+  l.k = k.to(shape_.device, shape_.dtype).contiguous();
+  l.v = v.to(shape_.device, shape_.dtype).contiguous();
+  l.pos = positions.to(shape_.device, at::kLong).contiguous();
+  l.size = k.size(1);
+}
+
+void KvCache::Clear() {
+  for (Layer& l : layers_) l = Layer{};
+}
+
+int64_t KvCache::Bytes() const {
+  const int64_t elem = static_cast<int64_t>(c10::elementSize(shape_.dtype));
+  int64_t total = 0;
+  for (const Layer& l : layers_) {
+    total += l.size * shape_.num_kv_heads * (2 * shape_.head_dim * elem + 8);
+  }
+  return total;
+}
+
+int64_t KvCache::AllocatedBytes() const {
+  int64_t total = 0;
+  for (const Layer& l : layers_) {
+    if (!l.k.defined()) continue;
+    total += l.k.nbytes() + l.v.nbytes() + l.pos.nbytes();
+  }
+  return total;
+}
+
+int64_t KvCache::TotalEntries() const {
+  int64_t total = 0;
+  for (const Layer& l : layers_) total += l.size;
+  return total;
+}
+
+int64_t KvCache::NextPosition() const {
+  int64_t next = 0;
+  for (int64_t i = 0; i < num_layers(); ++i) {
+    if (layers_[i].size == 0) continue;
+    next = std::max(next, Positions(i).max().item<int64_t>() + 1);
+  }
+  return next;
+}
+
+}  // namespace sift

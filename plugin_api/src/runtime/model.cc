@@ -1,0 +1,224 @@
+#include "sift/model.h"
+
+#include <ATen/Parallel.h>
+
+#include <cmath>
+#include <thread>
+
+#include "sift/error.h"
+#include "sift/gguf.h"
+
+namespace sift {
+namespace {
+
+bool EndsWith(const std::string& s, const std::string& suffix) {
+  return s.size() >= suffix.size() && s.compare(s.size() - suffix.size(), suffix.size(), suffix) == 0;
+}
+
+// inv_freq[i] = 1 / theta^(2i/hd), with Llama 3 / linear scaling applied as HF does.
+at::Tensor RopeInverseFrequencies(const ModelConfig& c) {
+  const int64_t half = c.head_dim / 2;
+  at::Tensor inv = at::empty({half}, at::kFloat);
+  float* p = inv.data_ptr<float>();
+  const RopeScaling& s = c.rope_scaling;
+  for (int64_t i = 0; i < half; ++i) {
+    double f = 1.0 / std::pow(c.rope_theta, static_cast<double>(2 * i) / c.head_dim);
+    if (s.type == "linear") {
+      f /= s.factor;
+    } else if (s.type == "llama3") {
+      const double old_len = static_cast<double>(s.original_context_length);
+      const double low_wavelen = old_len / s.low_freq_factor;
+      const double high_wavelen = old_len / s.high_freq_factor;
+      const double wavelen = 2 * M_PI / f;
+      if (wavelen > low_wavelen) {
+        f /= s.factor;
+      } else if (wavelen >= high_wavelen) {
+        const double smooth =
+            (old_len / wavelen - s.low_freq_factor) / (s.high_freq_factor - s.low_freq_factor);
+        f = (1 - smooth) * f / s.factor + smooth * f;
+      }
+    }
+    p[i] = static_cast<float>(f);
+  }
+  return inv;
+}
+
+at::Tensor RmsNorm(const at::Tensor& x, const at::Tensor& weight, double eps) {
+  at::Tensor xf = x.to(at::kFloat);
+  at::Tensor inv = at::rsqrt(xf.pow(2).mean(-1, /*keepdim=*/true).add_(eps));
+  return xf.mul(inv).mul_(weight);
+}
+
+}  // namespace
+
+at::ScalarType ParseDtype(const std::string& name) {
+  if (name == "bf16" || name == "bfloat16") return at::kBFloat16;
+  if (name == "fp32" || name == "float32" || name == "f32") return at::kFloat;
+  if (name == "fp16" || name == "float16" || name == "f16") return at::kHalf;
+  throw Error("unknown dtype '" + name + "' (expected bf16, fp32 or fp16)");
+}
+
+const char* DtypeName(at::ScalarType dtype) {
+  switch (dtype) {
+    case at::kBFloat16: return "bf16";
+    case at::kFloat: return "fp32";
+    case at::kHalf: return "fp16";
+    default: return "other";
+  }
+}
+
+void ConfigureThreads(int threads) {
+  int n = threads > 0 ? threads : static_cast<int>(std::thread::hardware_concurrency());
+  at::set_num_threads(std::max(1, n));
+}
+
+std::shared_ptr<const Model> Model::Load(const std::string& path, const ModelOptions& options) {
+  std::shared_ptr<Model> model(new Model());
+  model->path_ = path;
+  model->options_ = options;
+  LoadOptions load;
+  load.dtype = options.dtype;
+  load.device = options.device;
+  model->weights_ = LoadWeights(path, load);
+  if (EndsWith(path, ".gguf")) {
+    std::unique_ptr<GgufFile> file = GgufFile::Open(path);
+    model->tokenizer_ = Tokenizer::FromGguf(*file);
+  }
+  const ModelConfig& c = model->weights_.config;
+  model->inv_freq_ = RopeInverseFrequencies(c).to(options.device);
+  // Fuse q/k/v and gate/up into one matrix each (fewer, larger GEMMs); the per-projection
+  // tensors become views of the fused storage, so memory is not doubled.
+  for (LayerWeights& l : model->weights_.layers) {
+    at::Tensor qkv = at::cat({l.wq, l.wk, l.wv}, 0).contiguous();
+    const int64_t nq = l.wq.size(0), nk = l.wk.size(0);
+    l.wq = qkv.narrow(0, 0, nq);
+    l.wk = qkv.narrow(0, nq, nk);
+    l.wv = qkv.narrow(0, nq + nk, nk);
+    model->w_qkv_.push_back(qkv);
+    model->b_qkv_.push_back(c.attention_bias ? at::cat({l.bq, l.bk, l.bv}, 0).to(options.dtype)
+                                             : at::Tensor());
+    at::Tensor gate_up = at::cat({l.w_gate, l.w_up}, 0).contiguous();
+    const int64_t ff = l.w_gate.size(0);
+    l.w_gate = gate_up.narrow(0, 0, ff);
+    l.w_up = gate_up.narrow(0, ff, ff);
+    model->w_gate_up_.push_back(gate_up);
+  }
+  return model;
+}
+
+KvCache Model::NewCache() const {
+  KvCacheShape shape;
+  shape.num_layers = config().num_layers;
+  shape.num_kv_heads = config().num_kv_heads;
+  shape.head_dim = config().head_dim;
+  shape.dtype = options_.dtype;
+  shape.device = options_.device;
+  return KvCache(shape);
+}
+
+at::Tensor Model::Embed(const at::Tensor& ids) const {
+  return weights_.embed.index_select(0, ids.to(options_.device, at::kLong)).to(at::kFloat);
+}
+
+at::Tensor Model::AttnNorm(int64_t layer, const at::Tensor& x) const {
+  return RmsNorm(x, weights_.layers.at(layer).attn_norm, config().rms_norm_eps).to(options_.dtype);
+}
+
+at::Tensor Model::FfnNorm(int64_t layer, const at::Tensor& x) const {
+  return RmsNorm(x, weights_.layers.at(layer).ffn_norm, config().rms_norm_eps).to(options_.dtype);
+}
+
+Model::Qkv Model::ProjectQkv(int64_t layer, const at::Tensor& h) const {
+  const ModelConfig& c = config();
+  at::Tensor qkv = at::linear(h, w_qkv_.at(layer), b_qkv_.at(layer));
+  const int64_t n = h.size(0), hd = c.head_dim;
+  Qkv out;
+  out.q = qkv.narrow(1, 0, c.num_heads * hd).view({n, c.num_heads, hd});
+  out.k = qkv.narrow(1, c.num_heads * hd, c.num_kv_heads * hd).view({n, c.num_kv_heads, hd});
+  out.v = qkv.narrow(1, (c.num_heads + c.num_kv_heads) * hd, c.num_kv_heads * hd)
+              .view({n, c.num_kv_heads, hd});
+  return out;
+}
+
+at::Tensor Model::ApplyRope(const at::Tensor& x, const at::Tensor& positions) const {
+  const int64_t half = config().head_dim / 2;
+  at::Tensor angles = positions.to(options_.device, at::kFloat).unsqueeze(1) * inv_freq_;
+  at::Tensor cos = angles.cos().unsqueeze(1);  // [n, 1, hd/2]
+  at::Tensor sin = angles.sin().unsqueeze(1);
+  at::Tensor xf = x.to(at::kFloat);
+  at::Tensor x1 = xf.narrow(2, 0, half), x2 = xf.narrow(2, half, half);
+  return at::cat({x1 * cos - x2 * sin, x2 * cos + x1 * sin}, 2).to(x.scalar_type());
+}
+
+at::Tensor Model::OutputProjection(int64_t layer, const at::Tensor& attn) const {
+  return at::linear(attn.reshape({attn.size(0), -1}), weights_.layers.at(layer).wo).to(at::kFloat);
+}
+
+at::Tensor Model::Ffn(int64_t layer, const at::Tensor& h) const {
+  at::Tensor gate_up = at::linear(h, w_gate_up_.at(layer));
+  const int64_t ff = config().intermediate_size;
+  at::Tensor act = at::silu(gate_up.narrow(1, 0, ff)).mul_(gate_up.narrow(1, ff, ff));
+  return at::linear(act, weights_.layers.at(layer).w_down).to(at::kFloat);
+}
+
+at::Tensor Model::Logits(const at::Tensor& x) const {
+  at::Tensor h = RmsNorm(x, weights_.final_norm, config().rms_norm_eps).to(options_.dtype);
+  return at::linear(h, weights_.lm_head).to(at::kFloat);
+}
+
+at::Tensor Model::Layer(int64_t layer, const at::Tensor& x, const at::Tensor& positions,
+                        KvCache* cache, const AttentionOptions& attention,
+                        const AttentionStatsRequest& request, AttentionStats* stats) const {
+  Qkv qkv = ProjectQkv(layer, AttnNorm(layer, x));
+  at::Tensor pos = positions.to(options_.device, at::kLong);
+  at::Tensor q = ApplyRope(qkv.q, pos);
+  at::Tensor k = ApplyRope(qkv.k, pos);
+  at::Tensor attn;
+  if (cache != nullptr) {
+    cache->Append(layer, k, qkv.v, pos);
+    attn = Attention(q, cache->Keys(layer), cache->Values(layer), pos, cache->Positions(layer),
+                     attention, request, stats);
+  } else {
+    attn = Attention(q, k.transpose(0, 1), qkv.v.transpose(0, 1), pos, pos, attention, request,
+                     stats);
+  }
+  at::Tensor h = x + OutputProjection(layer, attn);
+  return h.add_(Ffn(layer, FfnNorm(layer, h)));
+}
+
+at::Tensor Model::RunLayers(int64_t begin, int64_t end, const at::Tensor& x,
+                            const at::Tensor& positions, KvCache* cache,
+                            const ForwardOptions& options) const {
+  SIFT_CHECK(0 <= begin && begin <= end && end <= config().num_layers, "RunLayers: bad range [",
+             begin, ", ", end, ")");
+  at::Tensor h = x;
+  for (int64_t l = begin; l < end; ++l) {
+    AttentionStatsRequest request;
+    if (options.hooks.stats_request) request = options.hooks.stats_request(l);
+    AttentionStats stats;
+    h = Layer(l, h, positions, cache, options.attention, request,
+              request.any() ? &stats : nullptr);
+    if (request.any() && options.hooks.on_stats) options.hooks.on_stats(l, std::move(stats));
+  }
+  return h;
+}
+
+at::Tensor Model::Forward(const std::vector<TokenId>& ids, int64_t start_position, KvCache& cache,
+                          const ForwardOptions& options) const {
+  SIFT_CHECK(!ids.empty(), "Forward: empty input");
+  const int64_t n = static_cast<int64_t>(ids.size());
+  const int64_t chunk = options.chunk_size > 0 ? options.chunk_size : n;
+  for (int64_t l = 0; l < config().num_layers; ++l) cache.Reserve(l, n);
+  at::Tensor all_ids = at::tensor(std::vector<int64_t>(ids.begin(), ids.end()), at::kLong);
+  at::Tensor last;
+  for (int64_t c0 = 0; c0 < n; c0 += chunk) {
+    const int64_t c1 = std::min(n, c0 + chunk);
+    at::Tensor positions = at::arange(start_position + c0, start_position + c1, at::kLong);
+    at::Tensor x = Embed(all_ids.slice(0, c0, c1));
+    x = RunLayers(0, config().num_layers, x, positions, &cache, options);
+    last = x.slice(0, x.size(0) - 1, x.size(0));
+  }
+  return Logits(last).squeeze(0);
+}
+
+}  // namespace sift

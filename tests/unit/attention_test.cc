@@ -1,0 +1,138 @@
+// Blocked attention against the dense reference: causal, GQA, Λ mask, compressed caches with
+// per-head positions, and every statistic selection methods request.
+#include "sift/attention.h"
+
+#include <gtest/gtest.h>
+
+#include <limits>
+
+namespace sift {
+namespace {
+
+struct Inputs {
+  at::Tensor q, k, v, q_pos, k_pos;
+};
+
+// nq queries at the end of nk keys (positions 0..nk-1), random values.
+Inputs MakeInputs(int64_t nq, int64_t nk, int64_t hq, int64_t hkv, int64_t hd, uint64_t seed) {
+  at::manual_seed(seed);
+  Inputs in;
+  in.q = at::randn({nq, hq, hd});
+  in.k = at::randn({hkv, nk, hd});
+  in.v = at::randn({hkv, nk, hd});
+  in.k_pos = at::arange(nk, at::kLong);
+  in.q_pos = at::arange(nk - nq, nk, at::kLong);
+  return in;
+}
+
+// Dense softmax probabilities [Hq, nq, nk] with the same visibility rules.
+at::Tensor ReferenceProbs(const Inputs& in, const AttentionOptions& o) {
+  const int64_t hq = in.q.size(1), hkv = in.k.size(0), g = hq / hkv;
+  at::Tensor qf = in.q.permute({1, 0, 2});
+  at::Tensor kf = in.k.repeat_interleave(g, 0);
+  at::Tensor kp = (in.k_pos.dim() == 1 ? in.k_pos.unsqueeze(0).expand({hkv, in.k.size(1)})
+                                       : in.k_pos)
+                      .repeat_interleave(g, 0)
+                      .unsqueeze(1);
+  at::Tensor qp = in.q_pos.view({1, -1, 1});
+  at::Tensor visible = kp <= qp;
+  if (o.window > 0) visible = visible.logical_and((qp - kp < o.window).logical_or(kp < o.sink));
+  at::Tensor s = at::matmul(qf, kf.transpose(1, 2)) / std::sqrt(double(in.q.size(2)));
+  s.masked_fill_(visible.logical_not(), -std::numeric_limits<float>::infinity());
+  return s.softmax(-1);
+}
+
+void ExpectClose(const at::Tensor& a, const at::Tensor& b, double tol) {
+  ASSERT_EQ(a.sizes(), b.sizes());
+  EXPECT_LT((a.to(at::kFloat) - b.to(at::kFloat)).abs().max().item<double>(), tol);
+}
+
+TEST(AttentionTest, BlockedMatchesDenseForEveryBlockSize) {
+  Inputs in = MakeInputs(37, 37, 6, 2, 16, 1);
+  for (int64_t block : {1, 5, 16, 37, 256}) {
+    AttentionOptions o;
+    o.block_size = block;
+    ExpectClose(Attention(in.q, in.k, in.v, in.q_pos, in.k_pos, o),
+                AttentionReference(in.q, in.k, in.v, in.q_pos, in.k_pos, o), 1e-5);
+  }
+}
+
+TEST(AttentionTest, QueriesContinuingAfterACachedPrefix) {
+  Inputs in = MakeInputs(9, 40, 4, 4, 8, 2);  // 31 cached keys, 9 new queries (MHA)
+  AttentionOptions o;
+  o.block_size = 4;
+  ExpectClose(Attention(in.q, in.k, in.v, in.q_pos, in.k_pos, o),
+              AttentionReference(in.q, in.k, in.v, in.q_pos, in.k_pos, o), 1e-5);
+}
+
+TEST(AttentionTest, LambdaMaskMatchesDense) {
+  Inputs in = MakeInputs(50, 50, 6, 3, 8, 3);
+  AttentionOptions o;
+  o.block_size = 7;
+  o.sink = 4;
+  o.window = 8;
+  at::Tensor out = Attention(in.q, in.k, in.v, in.q_pos, in.k_pos, o);
+  ExpectClose(out, AttentionReference(in.q, in.k, in.v, in.q_pos, in.k_pos, o), 1e-5);
+  // The mask really changes the result (the test would pass vacuously otherwise).
+  AttentionOptions causal;
+  EXPECT_GT((out - AttentionReference(in.q, in.k, in.v, in.q_pos, in.k_pos, causal))
+                .abs()
+                .max()
+                .item<double>(),
+            1e-2);
+}
+
+TEST(AttentionTest, CompressedCacheWithPerHeadPositions) {
+  // Two KV heads keep different subsets of 20 positions; one decode query at position 25.
+  Inputs in = MakeInputs(1, 6, 4, 2, 8, 4);
+  in.k_pos = at::tensor({0, 3, 4, 9, 15, 19, 1, 2, 7, 8, 12, 18}, at::kLong).view({2, 6});
+  in.q_pos = at::tensor({25}, at::kLong);
+  AttentionOptions o;
+  ExpectClose(Attention(in.q, in.k, in.v, in.q_pos, in.k_pos, o),
+              AttentionReference(in.q, in.k, in.v, in.q_pos, in.k_pos, o), 1e-5);
+}
+
+TEST(AttentionTest, Bf16StaysCloseToFp32) {
+  Inputs in = MakeInputs(64, 64, 9, 3, 64, 5);
+  AttentionOptions o;
+  o.block_size = 16;
+  at::Tensor ref = AttentionReference(in.q, in.k, in.v, in.q_pos, in.k_pos, o);
+  at::Tensor out = Attention(in.q.to(at::kBFloat16), in.k.to(at::kBFloat16),
+                             in.v.to(at::kBFloat16), in.q_pos, in.k_pos, o);
+  EXPECT_EQ(out.scalar_type(), at::kBFloat16);
+  // bf16 has 8 mantissa bits: relative error ~2^-8 per rounding, a few roundings deep.
+  ExpectClose(out, ref, 0.05);
+}
+
+TEST(AttentionTest, StatisticsMatchDenseProbabilities) {
+  Inputs in = MakeInputs(30, 30, 6, 2, 8, 6);
+  AttentionOptions o;
+  o.block_size = 8;  // the window straddles two blocks
+  AttentionStatsRequest r;
+  r.window = 11;
+  r.last_query = true;
+  r.column_sum = true;
+  r.max_from_query = 20;
+  r.last_query_logit_sum = true;
+  AttentionStats s;
+  Attention(in.q, in.k, in.v, in.q_pos, in.k_pos, o, r, &s);
+  at::Tensor p = ReferenceProbs(in, o);  // [Hq, nq, nk]
+  ExpectClose(s.window_sum, p.slice(1, 30 - 11, 30).sum(1), 1e-5);
+  ExpectClose(s.last_query, p.select(1, 29), 1e-6);
+  ExpectClose(s.column_sum, p.sum(1), 1e-5);
+  ExpectClose(s.max_prob, std::get<0>(p.slice(1, 20, 30).reshape({-1, 30}).max(0)), 1e-6);
+  // GemFilter signal: raw q·k of the last query, summed over all query heads.
+  at::Tensor raw = at::matmul(in.q.select(0, 29).unsqueeze(1),                   // [Hq,1,hd]
+                              in.k.repeat_interleave(3, 0).transpose(1, 2));     // [Hq,hd,nk]
+  ExpectClose(s.last_query_logit_sum, raw.squeeze(1).sum(0), 1e-4);
+  // Probability rows sum to one, so the window sum of each head totals the window length.
+  ExpectClose(s.window_sum.sum(1), at::full({6}, 11.0), 1e-4);
+}
+
+TEST(AttentionTest, RejectsMismatchedShapes) {
+  Inputs in = MakeInputs(4, 4, 6, 4, 8, 7);  // 6 heads not divisible by 4 KV heads
+  EXPECT_THROW(Attention(in.q, in.k, in.v, in.q_pos, in.k_pos, {}), std::exception);
+}
+
+}  // namespace
+}  // namespace sift
