@@ -1,0 +1,58 @@
+// Stage: the interface every pipeline stage (and so every plugin) implements.
+//
+// A stage instance is created per request from the pipeline's parameters plus the request's
+// overrides (creation is cheap; heavy shared data lives in the Model or in plugin statics).
+// Construction validates parameters and throws sift::Error on bad ones (see StageParams); Run
+// never throws: it returns a Status. The plugin shim (sift/plugin.h) converts any exception that
+// escapes anyway into an INTERNAL status, so no exception crosses the .so boundary.
+//
+// THREADING: one instance is used by one request on one thread; different instances of the same
+//            stage run concurrently and must not share mutable state.
+#ifndef SIFT_STAGE_H_
+#define SIFT_STAGE_H_
+
+#include <atomic>
+#include <chrono>
+#include <functional>
+#include <string>
+
+#include "sift/model.h"
+#include "sift/request_state.h"
+#include "sift/stage_params.h"
+#include "sift/status.h"
+
+namespace sift {
+
+enum class StageKind { kPrefill = 1, kFilter = 2, kSelect = 3, kReuse = 4, kDecode = 5 };
+const char* StageKindName(StageKind kind);
+// Parses "prefill", "filter", ...; returns false for anything else.
+bool ParseStageKind(const std::string& name, StageKind* kind);
+
+// Services the daemon offers a running stage.
+class StageContext {
+ public:
+  virtual ~StageContext() = default;
+  // True once the request was cancelled or its deadline passed; long loops check it between
+  // layers or chunks and return Status(kCancelled / kDeadlineExceeded) via CancelStatus().
+  virtual bool Cancelled() const = 0;
+  virtual Status CancelStatus() const = 0;
+  // Progress of long work (e.g. layers done of total); the daemon turns it into heartbeats.
+  virtual void Progress(const std::string& what, int64_t done, int64_t total) = 0;
+  // Streams generated text to the client (decode stages). Returns false if the client is gone.
+  virtual bool Emit(const std::string& text, TokenId token) = 0;
+};
+
+class Stage {
+ public:
+  virtual ~Stage() = default;
+  // Adds what this stage needs collected before it runs (e.g. a select stage asks the prefill
+  // for window statistics at every layer). Called once per request, in pipeline order, before
+  // any stage runs. Default: nothing.
+  virtual Status Plan(const Model& model, RequestPlan& plan) const { return Status::Ok(); }
+  // Does the stage's work on `state`.
+  virtual Status Run(const Model& model, RequestState& state, StageContext& context) = 0;
+};
+
+}  // namespace sift
+
+#endif  // SIFT_STAGE_H_
