@@ -14,6 +14,7 @@
 #define SIFT_GGUF_H_
 
 #include <cstdint>
+#include <map>
 #include <memory>
 #include <string>
 #include <string_view>
@@ -22,6 +23,8 @@
 #include "sift/ggml_types.h"
 
 namespace sift {
+
+class MappedFile;
 
 // Metadata value types, numbered as in the GGUF spec.
 enum class GgufValueType : uint32_t {
@@ -40,6 +43,7 @@ enum class GgufValueType : uint32_t {
   kFloat64 = 12,
 };
 
+// "UINT32", "STRING", ...; "unknown" for a number outside the spec.
 const char* GgufValueTypeName(GgufValueType type);
 
 // One metadata value. Scalars are widened on read; arrays keep their element type.
@@ -52,6 +56,7 @@ class GgufValue {
 
   // Scalar access; throws sift::Error if the value is not of a compatible kind.
   // Integers convert to each other when the value fits; floats accept any numeric type.
+  // Bools and strings convert to nothing else.
   int64_t AsInt() const;
   uint64_t AsUint() const;
   double AsFloat() const;
@@ -71,8 +76,10 @@ class GgufValue {
   GgufValueType type_ = GgufValueType::kUint8;
   GgufValueType array_type_ = GgufValueType::kUint8;
   size_t array_size_ = 0;
-  const uint8_t* data_ = nullptr;  // points into the mapping at the value's first byte
-  size_t bytes_ = 0;               // encoded size of the value
+  // Points into the mapping: at the encoded scalar (for a string, at its uint64 length), or for
+  // an array at its first element (after the element type and count).
+  const uint8_t* data_ = nullptr;
+  size_t bytes_ = 0;  // encoded size of what data_ points at (all elements, for an array)
 };
 
 struct GgufKeyValue {
@@ -84,7 +91,7 @@ struct GgufTensorInfo {
   std::string name;
   std::vector<int64_t> ne;  // GGUF order: ne[0] is the contiguous dimension
   GgmlType type = GgmlType::kF32;
-  uint64_t offset = 0;      // relative to the data section
+  uint64_t offset = 0;  // relative to the data section
   uint64_t nbytes = 0;
   const uint8_t* data = nullptr;  // into the mapping
 
@@ -120,16 +127,28 @@ class GgufFile {
 
   const std::vector<GgufTensorInfo>& tensors() const { return tensors_; }
   const GgufTensorInfo* FindTensor(std::string_view name) const;  // nullptr if absent
+  // Offset of the tensor data section from the start of the file (aligned to alignment()).
+  uint64_t data_offset() const { return data_offset_; }
 
  private:
-  GgufFile() = default;
+  class Parser;
+  GgufFile();
+  // Runs get(value) for the key (which must exist) and prefixes any sift::Error with the path and
+  // key. Defined in gguf.cc, its only user.
+  template <typename F>
+  auto WithKey(std::string_view key, F&& get) const;
+
   std::string path_;
+  std::unique_ptr<MappedFile> mapping_;
   const uint8_t* base_ = nullptr;
   uint64_t size_ = 0;
   uint32_t version_ = 0;
   uint64_t alignment_ = 32;
+  uint64_t data_offset_ = 0;
   std::vector<GgufKeyValue> kv_;
   std::vector<GgufTensorInfo> tensors_;
+  std::map<std::string, size_t, std::less<>> kv_index_;
+  std::map<std::string, size_t, std::less<>> tensor_index_;
 };
 
 }  // namespace sift
