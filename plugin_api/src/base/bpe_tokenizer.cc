@@ -76,7 +76,10 @@ BpeTokenizer::BpeTokenizer(TokenizerSpec& spec)
     byte_token_[b] = FindToken(symbol);
   }
 
-  merges_.reserve(spec.merges.size());
+  size_t capacity = 16;
+  while (capacity < 2 * spec.merges.size()) capacity *= 2;
+  merges_.resize(capacity);
+  merge_mask_ = capacity - 1;
   std::string joined;
   for (size_t rank = 0; rank < spec.merges.size(); ++rank) {
     const std::string_view merge = spec.merges[rank];
@@ -90,7 +93,7 @@ BpeTokenizer::BpeTokenizer(TokenizerSpec& spec)
     const TokenId right_id = FindToken(right);
     const TokenId result = FindToken(joined);
     if (left_id < 0 || right_id < 0 || result < 0) continue;
-    merges_.emplace(PairKey(left_id, right_id), Merge{static_cast<int32_t>(rank), result});
+    AddMerge(left_id, right_id, static_cast<int32_t>(rank), result);
   }
 
   for (size_t i = 0; i < tokens_.size(); ++i) {
@@ -100,11 +103,27 @@ BpeTokenizer::BpeTokenizer(TokenizerSpec& spec)
   }
 }
 
+void BpeTokenizer::AddMerge(TokenId left, TokenId right, int32_t rank, TokenId result) {
+  for (size_t i = PairHash(left, right) & merge_mask_;; i = (i + 1) & merge_mask_) {
+    MergeSlot& slot = merges_[i];
+    if (slot.left == left && slot.right == right) return;  // a repeated pair keeps its first rank
+    if (slot.left < 0) {
+      slot = MergeSlot{left, right, rank, result};
+      return;
+    }
+  }
+}
+
 void BpeTokenizer::EncodeText(std::string_view text, bool /*after_special*/,
                               std::vector<TokenId>* out) const {
   Scratch scratch;
   PreTokenize(pre_, text, &scratch.pieces);
-  for (const std::string_view piece : scratch.pieces) EncodePiece(piece, &scratch, out);
+  for (const std::string_view piece : scratch.pieces) {
+    if (cache_.Lookup(piece, out)) continue;
+    const size_t begin = out->size();
+    EncodePiece(piece, &scratch, out);
+    cache_.Insert(piece, out->data() + begin, out->data() + out->size());
+  }
 }
 
 void BpeTokenizer::EncodePiece(std::string_view piece, Scratch* scratch,
@@ -137,10 +156,9 @@ void BpeTokenizer::EncodePiece(std::string_view piece, Scratch* scratch,
   queue.clear();
   const auto try_queue = [&](int32_t left, int32_t right) {
     if (left < 0 || right < 0) return;
-    const auto it = merges_.find(PairKey(symbols[left].id, symbols[right].id));
-    if (it == merges_.end()) return;
-    queue.push_back(
-        {it->second.rank, left, right, symbols[left].id, symbols[right].id, it->second.result});
+    const MergeSlot* merge = FindMerge(symbols[left].id, symbols[right].id);
+    if (merge == nullptr) return;
+    queue.push_back({merge->rank, left, right, symbols[left].id, symbols[right].id, merge->result});
     std::push_heap(queue.begin(), queue.end());
   };
   for (int32_t i = 0; i + 1 < static_cast<int32_t>(symbols.size()); ++i) try_queue(i, i + 1);
