@@ -1,0 +1,697 @@
+#!/usr/bin/env python3
+"""Generate sift's correctness fixtures from an independent reference implementation.
+
+Reference used
+--------------
+Hugging Face ``transformers`` (real ``LlamaForCausalLM``, eager attention) loading
+model and tokenizer straight from the local GGUF file
+``models/SmolLM2-135M-Instruct.Q4_1.gguf`` (``from_pretrained(dir, gguf_file=...)``),
+running on the CPU in float32 with torch. Pinned versions are in
+``tools/reference_requirements.txt`` (the run that produced the committed fixtures
+used torch 2.15.0, transformers 5.23.0, gguf 0.19.0, tokenizers 0.23.3,
+accelerate 1.15.0, numpy 2.4.6 on CPython 3.11.7).
+
+How transformers gets the weights: its GGUF loader reads every tensor with the
+``gguf`` package and dequantises it with ``gguf.quants.dequantize`` (numpy) to
+float32 (Q4_1 for the 210 matrices, Q8_0 for ``token_embd``, norms are F32), undoes
+llama.cpp's Q/K row permutation, and ties ``lm_head`` to ``embed_tokens``. The whole
+forward pass then runs in fp32 -- no activation quantisation (llama.cpp would
+quantise activations to Q8_1 for its Q4_1 dot products, so llama.cpp's own logits
+differ from these by ~1e-2).
+
+Checks this script makes before writing anything (it fails loudly otherwise):
+  * the GGUF's sha256 equals EXPECTED_SHA256;
+  * every weight transformers holds equals a dequantisation written here from the
+    ggml block layouts (Q4_1: y = q*d + m, Q8_0: y = q*d), independent of the
+    gguf package's dequantiser, after undoing the Q/K permutation;
+  * an independent ~40-line torch forward pass over the GGUF-layout weights
+    (adjacent-pair "NORM" RoPE, as llama.cpp does it) reproduces transformers'
+    last-position logits for two of the logit cases (|diff| < 2e-3);
+  * greedy decoding by full recomputation equals ``model.generate`` (KV cache).
+
+Tokenizer caveat (important): transformers 5.23's GGUF tokenizer builder does not
+know llama.cpp's ``tokenizer.ggml.pre = "smollm"`` and falls back to a plain
+ByteLevel pre-tokenizer, dropping the original SmolLM2 ``tokenizer.json``'s
+``Digits(individual_digits=True)`` step. The two disagree where whitespace comes
+right before a numeric (Unicode N) character: a run of >= 2 spaces/tabs/newlines
+before a digit (``"a  1"``: Digits gives ``a``, ``ĠĠ``, ``1``), or a single space
+before a numeric character that has a merge with ``Ġ`` (``" ½"``); 4 of the 58
+tokenizer cases. This script
+restores the original pre-tokenizer (Sequence[Digits(individual_digits=True),
+ByteLevel(add_prefix_space=False, trim_offsets=True, use_regex=True)], the same as
+llama.cpp's "smollm" regex list) before producing the ids; for every case where the
+unpatched GGUF tokenizer gives different ids they are stored as
+``hf_gguf_loader_ids`` so the difference stays visible. Everything else (vocab,
+merges, the 17 special tokens, chat template) comes from the GGUF unchanged.
+
+Outputs (tests/fixtures/reference/, ~45 KB in total):
+  tokenizer.json  text -> ids (add_special_tokens=False, specials parsed as HF does)
+  logits.json     last-position top-10 logits, summary stats and 50 sampled logits
+                  for prompts of several lengths (ids stored, so the C++ test does
+                  not depend on the tokenizer)
+  greedy.json     32 forced greedy tokens for a chat prompt, with top-1/top-2 margins
+
+Re-running
+----------
+The venv lives at tools/.venv-ref (gitignored). PyPI's torch wheel for Linux is a
+CUDA build (torch 2.15.0: 539 MB wheel plus several GB of nvidia-* wheels). The
+pinned requirements list only the parts that are needed to import it on a CPU-only
+machine and are installed with ``--no-deps``; the remaining CUDA 13 runtime
+libraries it links against (cublas, cudart, cudnn, ...) come from the CUDA 13
+toolkit in /usr/local/cuda-13.0 on the project machines (nothing runs on a GPU).
+On a machine without that toolkit use ``pip install torch==2.15.0`` with its
+dependencies instead (~3 GB more) -- the CPU numerics are the same::
+
+    python3 -m venv tools/.venv-ref            # CPython 3.11
+    tools/.venv-ref/bin/pip install --no-deps -r tools/reference_requirements.txt
+    OMP_NUM_THREADS=1 tools/.venv-ref/bin/python tools/make_reference_fixtures.py
+
+Options: ``--model PATH`` (default models/SmolLM2-135M-Instruct.Q4_1.gguf),
+``--out DIR`` (default tests/fixtures/reference), ``--threads N`` (default 1, the
+machine is shared). Runtime on the shared 2-core dev machine with 1 thread: 4-6
+minutes (measured 227 s and 342 s; roughly 1 min loading and checks, 1 min logits,
+the rest greedy decoding by full recomputation). Installing the venv took ~5 minutes. Output is
+deterministic: fp32 on CPU, fixed thread count, no sampling; a second run in a
+freshly installed venv reproduced all three files byte for byte.
+"""
+
+from __future__ import annotations
+
+import argparse
+import hashlib
+import json
+import os
+import sys
+import time
+from pathlib import Path
+
+# Never touch the network: everything comes from the local GGUF.
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
+os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
+os.environ.setdefault("HF_HUB_DISABLE_TELEMETRY", "1")
+os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+
+REPO = Path(__file__).resolve().parent.parent
+DEFAULT_MODEL = REPO / "models" / "SmolLM2-135M-Instruct.Q4_1.gguf"
+DEFAULT_OUT = REPO / "tests" / "fixtures" / "reference"
+ESSAYS_DIR = Path("/work/shared/data/pg_essays")
+EXPECTED_SHA256 = "b179c9523d0e6a0f98a330c7562b682750a6f8c8c15e5bc70ea373728110db53"
+
+SPECIAL_TOKENS = [
+    "<|endoftext|>", "<|im_start|>", "<|im_end|>", "<repo_name>", "<reponame>",
+    "<file_sep>", "<filename>", "<gh_stars>", "<issue_start>", "<issue_comment>",
+    "<issue_closed>", "<jupyter_start>", "<jupyter_text>", "<jupyter_code>",
+    "<jupyter_output>", "<jupyter_script>", "<empty_output>",
+]
+EOG_IDS = (0, 2)  # <|endoftext|>, <|im_end|>
+
+# The chat template the GGUF should carry (engine-specs §3.7).
+EXPECTED_CHAT_TEMPLATE = (
+    "{% for message in messages %}{% if loop.first and messages[0]['role'] != 'system' %}"
+    "{{ '<|im_start|>system\nYou are a helpful AI assistant named SmolLM, trained by Hugging Face"
+    "<|im_end|>\n' }}{% endif %}{{'<|im_start|>' + message['role'] + '\n' + message['content'] + "
+    "'<|im_end|>' + '\n'}}{% endfor %}{% if add_generation_prompt %}"
+    "{{ '<|im_start|>assistant\n' }}{% endif %}"
+)
+
+# Greedy prompt candidates, tried in order. A candidate is taken if the model does
+# not emit an end-of-generation token within 32 steps and every step's top1-top2
+# logit margin is >= GREEDY_MIN_MARGIN (well above the ~1e-4 logit error of an
+# engine that dequantises to fp32), otherwise the one with the largest minimum margin.
+# With this model the first prompt ends after 8 tokens and the haiku prompt is taken
+# (minimum margin 0.068).
+GREEDY_CANDIDATES = [
+    "What is the capital of France? Answer in one sentence.",
+    "Write a haiku about the sea.",
+    "Explain in a few sentences why the sky is blue.",
+    "Give me three tips for staying healthy.",
+    "Describe a cat to someone who has never seen one.",
+]
+GREEDY_STEPS = 32
+GREEDY_MIN_MARGIN = 0.05
+
+CODE_PY = '''def fib(n: int) -> int:
+    """Return the n-th Fibonacci number."""
+    a, b = 0, 1
+    for _ in range(n):
+        a, b = b, a + b
+    return a
+
+
+if __name__ == "__main__":
+    print([fib(i) for i in range(10)])  # [0, 1, 1, 2, ...]
+'''
+
+CODE_CPP = '''#include <vector>
+#include <cstdio>
+
+template <typename T>
+T sum(const std::vector<T>& xs) {
+\tT acc{};
+\tfor (const auto& x : xs) acc += x;   // accumulate
+\treturn acc;
+}
+
+int main() {
+    std::vector<int> v{1, 2, 3};
+    std::printf("%d\\n", sum(v));
+    return v.size() != 3 ? 1 : 0;
+}
+'''
+
+
+def log(msg: str) -> None:
+    print(f"[make_reference_fixtures] {msg}", flush=True)
+
+
+def die(msg: str) -> None:
+    print(f"\nFATAL: {msg}\n", file=sys.stderr, flush=True)
+    sys.exit(1)
+
+
+def sha256_file(path: Path) -> str:
+    h = hashlib.sha256()
+    with open(path, "rb") as f:
+        for chunk in iter(lambda: f.read(1 << 20), b""):
+            h.update(chunk)
+    return h.hexdigest()
+
+
+def f32(x) -> float:
+    """Shortest decimal that round-trips the float32 value (parsed back as float32)."""
+    import numpy as np
+
+    return float(np.format_float_positional(np.float32(x), unique=True, trim="0"))
+
+
+def essay_texts() -> list[tuple[str, str]]:
+    files = sorted(ESSAYS_DIR.glob("*.txt"))
+    if len(files) < 4:
+        die(f"need >= 4 essays in {ESSAYS_DIR}, found {len(files)}")
+    return [(p.name, p.read_text(encoding="utf-8")) for p in files]
+
+
+def first_words(text: str, n_words: int) -> str:
+    """Prefix of `text` (original whitespace kept) that ends after its n-th word."""
+    count, in_word = 0, False
+    for i, ch in enumerate(text):
+        if ch.isspace():
+            if in_word:
+                count += 1
+                if count == n_words:
+                    return text[:i]
+            in_word = False
+        else:
+            in_word = True
+    return text
+
+
+# --------------------------------------------------------------------------- #
+# Independent dequantisation and forward pass (GGUF layout, llama.cpp-style RoPE)
+# --------------------------------------------------------------------------- #
+
+def dequant_independent(t):
+    """Dequantise a gguf ReaderTensor from the ggml block layouts (engine-specs §1.3)."""
+    import numpy as np
+
+    name = t.tensor_type.name
+    shape = [int(x) for x in reversed(list(t.shape))]  # torch order: (ne1, ne0)
+    raw = np.asarray(t.data)
+    if name == "F32":
+        return raw.astype(np.float32).reshape(shape)
+    rows = raw.reshape(-1, raw.shape[-1]) if raw.ndim > 1 else raw.reshape(1, -1)
+    if name == "Q4_1":
+        blocks = rows.reshape(rows.shape[0], -1, 20)
+        d = blocks[:, :, 0:2].copy().view(np.float16).astype(np.float32)
+        m = blocks[:, :, 2:4].copy().view(np.float16).astype(np.float32)
+        qs = blocks[:, :, 4:20]
+        lo = (qs & 0x0F).astype(np.float32)
+        hi = (qs >> 4).astype(np.float32)
+        y = np.concatenate([lo * d + m, hi * d + m], axis=2)  # elements 0-15 then 16-31
+    elif name == "Q8_0":
+        blocks = rows.reshape(rows.shape[0], -1, 34)
+        d = blocks[:, :, 0:2].copy().view(np.float16).astype(np.float32)
+        qs = blocks[:, :, 2:34].copy().view(np.int8).astype(np.float32)
+        y = qs * d
+    else:
+        die(f"independent dequantiser: unexpected type {name} for {t.name}")
+    return y.reshape(shape).astype(np.float32)
+
+
+def unpermute_qk(w, n_head: int):
+    """GGUF (llama.cpp-permuted) q/k rows -> HF row order (engine-specs §1.8)."""
+    out_f, in_f = w.shape
+    hd = out_f // n_head
+    return w.reshape(n_head, hd // 2, 2, in_f).swapaxes(1, 2).reshape(out_f, in_f)
+
+
+class IndependentLlama:
+    """Minimal fp32 Llama forward over GGUF-layout weights (no HF code involved)."""
+
+    def __init__(self, weights: dict, meta: dict):
+        import torch
+
+        self.w = {k: torch.from_numpy(v) for k, v in weights.items()}
+        self.meta = meta
+
+    def last_logits(self, ids: list[int]):
+        import torch
+
+        m, w = self.meta, self.w
+        H, KV, L = m["n_head"], m["n_head_kv"], m["n_layer"]
+        D = m["n_embd"]
+        hd = D // H
+        eps, base = m["eps"], m["rope_base"]
+        T = len(ids)
+
+        def rms(x, g):
+            return x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + eps) * g
+
+        pos = torch.arange(T, dtype=torch.float32)[:, None]
+        inv = base ** (-torch.arange(0, hd, 2, dtype=torch.float32) / hd)
+        ang = pos * inv[None, :]  # (T, hd/2)
+        cos, sin = torch.cos(ang)[:, None, :], torch.sin(ang)[:, None, :]
+
+        def rope_adjacent(x):  # x: (T, heads, hd), pairs (2i, 2i+1)
+            x = x.view(T, x.shape[1], hd // 2, 2)
+            x0, x1 = x[..., 0], x[..., 1]
+            return torch.stack([x0 * cos - x1 * sin, x0 * sin + x1 * cos], dim=-1).view(T, -1, hd)
+
+        mask = torch.full((T, T), float("-inf")).triu(1)
+        x = w["token_embd.weight"][torch.tensor(ids)]
+        for l in range(L):
+            p = f"blk.{l}."
+            h = rms(x, w[p + "attn_norm.weight"])
+            q = rope_adjacent((h @ w[p + "attn_q.weight"].T).view(T, H, hd))
+            k = rope_adjacent((h @ w[p + "attn_k.weight"].T).view(T, KV, hd))
+            v = (h @ w[p + "attn_v.weight"].T).view(T, KV, hd)
+            k = k.repeat_interleave(H // KV, dim=1)
+            v = v.repeat_interleave(H // KV, dim=1)
+            s = torch.einsum("qhd,khd->hqk", q, k) / (hd ** 0.5) + mask
+            a = torch.einsum("hqk,khd->qhd", torch.softmax(s, dim=-1), v).reshape(T, D)
+            x = x + a @ w[p + "attn_output.weight"].T
+            h = rms(x, w[p + "ffn_norm.weight"])
+            g = torch.nn.functional.silu(h @ w[p + "ffn_gate.weight"].T)
+            x = x + (g * (h @ w[p + "ffn_up.weight"].T)) @ w[p + "ffn_down.weight"].T
+        x = rms(x[-1], w["output_norm.weight"])
+        return x @ w["token_embd.weight"].T
+
+
+# --------------------------------------------------------------------------- #
+
+def tokenizer_cases(essays, chat_prompt_text: str, missing_bytes: list[int]) -> list[str]:
+    long_par = first_words(essays[0][1], 500)
+    ctrl_missing = "".join(chr(b) for b in missing_bytes if b < 0x80)
+    cases = [
+        "",
+        " ",
+        "   ",
+        "a  b",
+        "a\n\nb",
+        "a\n\n",
+        "a\n",
+        "\n",
+        "   leading spaces",
+        "trailing spaces   ",
+        "\n\n  mixed leading whitespace and trailing newline\n",
+        "col1\tcol2\t\tcol3\t",
+        "\t\tdouble tab indent",
+        "line one\r\nline two\r\n",
+        "2023-2025",
+        "$250,000",
+        "1234567890",
+        "3.14159",
+        "a 12b",
+        "Version 1.2.3 was released on 2024-01-15 at 10:30pm (99.9% uptime).",
+        "a  1",                      # whitespace run + digit: Digits pre-tokenizer matters
+        "x   42 and\t\t7 and\n\n9",  # ditto
+        "  1",
+        "IT'S",
+        "y'all",
+        "we'll",
+        "I'm sure they've said you'd go, but it's late and HE'LL WON'T don't DON'T Don't.",
+        "...!!!???",
+        "---",
+        "Hello, world! How are you? (fine) [ok] {yes} <no> @#%^&*_+=|\\~`",
+        CODE_PY,
+        CODE_CPP,
+        "https://huggingface.co/HuggingFaceTB/SmolLM2-135M-Instruct?x=1&y=two#frag",
+        "Mail someone@example.org or see http://www.gnu.org/licenses/gpl-3.0.html.",
+        "Café naïve résumé façade coöperate Ångström señor",
+        "Größenordnung: Fußgängerübergänge über die Straße — ÄÖÜ äöü ß",
+        "Привет, как дела? Москва — столица России.",
+        "Καλημέρα κόσμε! Αλφαβητο: αβγδεζηθ",
+        "你好，世界！今天天气很好。",
+        "日本語のテキストとカタカナ、ひらがな。",
+        "안녕하세요 세계",
+        "مرحبا بالعالم، كيف حالك؟",
+        "👍🏽 thumbs up 🎉🚀 and a family 👨‍👩‍👧‍👦",
+        "𝔘𝔫𝔦𝔠𝔬𝔡𝔢 𝕄𝕒𝕥𝕙 😀",
+        "x² + y³ = ½ and ① ② ③",
+        "non\u00a0breaking\u3000ideographic\u2009thin space",
+        "<|im_start|>user\nhi<|im_end|>",
+        "<file_sep>",
+        "before<filename>main.py<file_sep>after",
+        "".join(SPECIAL_TOKENS),
+        " ".join(f"t{i} {s}" for i, s in enumerate(SPECIAL_TOKENS)),
+        "<|im_start|almost special <|im_end| > <file_sep",
+        "\x04",
+        "\x1d",
+        "a\x04b\x1dc",
+        "all control bytes without a vocab symbol: [" + ctrl_missing + "]",
+        long_par,
+        chat_prompt_text,
+    ]
+    return cases
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--model", type=Path, default=DEFAULT_MODEL)
+    ap.add_argument("--out", type=Path, default=DEFAULT_OUT)
+    ap.add_argument("--threads", type=int, default=1)
+    args = ap.parse_args()
+    t_start = time.time()
+
+    # ---- 0. checksum -------------------------------------------------------
+    log(f"model: {args.model}")
+    if not args.model.is_file():
+        die(f"model file not found: {args.model}")
+    digest = sha256_file(args.model)
+    if digest != EXPECTED_SHA256:
+        die(f"model sha256 mismatch:\n  got      {digest}\n  expected {EXPECTED_SHA256}\n"
+            "These fixtures belong to one exact file; refusing to continue.")
+    log(f"sha256 OK ({digest})")
+
+    import numpy as np
+    import torch
+    import gguf
+    import tokenizers
+    import transformers
+    from tokenizers import pre_tokenizers
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    torch.set_num_threads(args.threads)
+    torch.manual_seed(0)
+    torch.use_deterministic_algorithms(True)
+    generator = (
+        f"tools/make_reference_fixtures.py: HF transformers {transformers.__version__} "
+        f"(LlamaForCausalLM + tokenizer loaded from the GGUF, GGUF dequantised to fp32 by "
+        f"gguf {_pkg_version('gguf')}, eager attention, CPU fp32), "
+        f"torch {torch.__version__}, tokenizers {tokenizers.__version__}, numpy {np.__version__}, "
+        f"python {sys.version.split()[0]}"
+    )
+    log(generator)
+
+    mdir, mname = str(args.model.parent), args.model.name
+
+    # ---- 1. tokenizer --------------------------------------------------------
+    log("loading tokenizer from GGUF (takes ~20 s)...")
+    tok_gguf = AutoTokenizer.from_pretrained(mdir, gguf_file=mname)
+    tok = AutoTokenizer.from_pretrained(mdir, gguf_file=mname)
+    log(f"  transformers' GGUF pre-tokenizer: {tok.backend_tokenizer.pre_tokenizer}")
+    tok.backend_tokenizer.pre_tokenizer = pre_tokenizers.Sequence([
+        pre_tokenizers.Digits(individual_digits=True),
+        pre_tokenizers.ByteLevel(add_prefix_space=False, trim_offsets=True, use_regex=True),
+    ])
+    log(f"  restored SmolLM2 pre-tokenizer:   {tok.backend_tokenizer.pre_tokenizer}")
+    if len(tok) != 49152:
+        die(f"tokenizer size {len(tok)} != 49152")
+    for i, s in enumerate(SPECIAL_TOKENS):
+        if tok.convert_tokens_to_ids(s) != i:
+            die(f"special token {s!r} is not id {i}")
+    if tok.chat_template != EXPECTED_CHAT_TEMPLATE:
+        die(f"unexpected chat template in GGUF:\n{tok.chat_template!r}")
+
+    # byte values whose GPT-2 byte symbol is not in the vocab (dropped by HF)
+    from transformers.convert_slow_tokenizer import bytes_to_unicode
+    b2u = bytes_to_unicode()
+    vocab = tok.get_vocab()
+    missing_bytes = [b for b in range(256) if b2u[b] not in vocab]
+    log(f"  {len(missing_bytes)} byte values without a vocab symbol: {[hex(b) for b in missing_bytes]}")
+
+    essays = essay_texts()
+    chat_messages = [
+        {"role": "system", "content": "You are a concise assistant. Answer in plain English."},
+        {"role": "user", "content": "Hi! Can you tell me what 2+2 is?"},
+        {"role": "assistant", "content": "Sure: 2 + 2 = 4."},
+        {"role": "user", "content": "And in Python?\n```python\nprint(2 + 2)\n```"},
+    ]
+    chat_prompt_text = tok.apply_chat_template(chat_messages, tokenize=False, add_generation_prompt=True)
+
+    texts = tokenizer_cases(essays, chat_prompt_text, missing_bytes)
+    tok_cases, n_diff = [], 0
+    for text in texts:
+        ids = list(tok(text, add_special_tokens=False)["input_ids"])
+        raw_ids = list(tok_gguf(text, add_special_tokens=False)["input_ids"])
+        case = {"text": text, "ids": ids}
+        if raw_ids != ids:
+            case["hf_gguf_loader_ids"] = raw_ids
+            n_diff += 1
+        case["decodes_to_text"] = tok.decode(ids, skip_special_tokens=False) == text
+        tok_cases.append(case)
+    n_bad_rt = sum(1 for c in tok_cases if not c["decodes_to_text"])
+    log(f"tokenizer: {len(tok_cases)} cases, {n_diff} differ from the unpatched GGUF tokenizer, "
+        f"{n_bad_rt} do not round-trip (expected: only the ones with missing control bytes)")
+    for c in tok_cases:
+        if not c["decodes_to_text"] and not any(chr(b) in c["text"] for b in missing_bytes):
+            die(f"unexpected decode mismatch for {c['text']!r}")
+
+    # ---- 2. model ------------------------------------------------------------
+    log("loading model from GGUF (dequantising to fp32, ~25 s)...")
+    model = AutoModelForCausalLM.from_pretrained(
+        mdir, gguf_file=mname, dtype=torch.float32, attn_implementation="eager")
+    model.eval()
+    for name, mod in model.named_modules():
+        if isinstance(mod, torch.nn.Linear) and type(mod) is not torch.nn.Linear:
+            die(f"{name} is {type(mod)}, expected a plain dequantised nn.Linear")
+    for name, p in model.named_parameters():
+        if p.dtype != torch.float32:
+            die(f"{name} is {p.dtype}, expected float32")
+    cfg = model.config
+    log(f"  {cfg.num_hidden_layers} layers, hidden {cfg.hidden_size}, heads {cfg.num_attention_heads}/"
+        f"{cfg.num_key_value_heads}, rope_theta {cfg.rope_parameters['rope_theta']}, eps {cfg.rms_norm_eps}, "
+        f"tied={model.lm_head.weight.data_ptr() == model.model.embed_tokens.weight.data_ptr()}")
+
+    # ---- 3. independent dequantisation check ---------------------------------
+    log("checking transformers' weights against an independent dequantisation...")
+    reader = gguf.GGUFReader(str(args.model))
+
+    def meta_val(key):
+        return reader.fields[key].contents()
+
+    meta = {
+        "n_embd": int(meta_val("llama.embedding_length")),
+        "n_layer": int(meta_val("llama.block_count")),
+        "n_head": int(meta_val("llama.attention.head_count")),
+        "n_head_kv": int(meta_val("llama.attention.head_count_kv")),
+        "eps": float(meta_val("llama.attention.layer_norm_rms_epsilon")),
+        "rope_base": float(meta_val("llama.rope.freq_base")),
+    }
+    gguf_w = {t.name: dequant_independent(t) for t in reader.tensors}
+    hf_sd = model.state_dict()
+    name_map = {"token_embd.weight": "model.embed_tokens.weight", "output_norm.weight": "model.norm.weight"}
+    sub = {"attn_norm": "input_layernorm", "attn_q": "self_attn.q_proj", "attn_k": "self_attn.k_proj",
+           "attn_v": "self_attn.v_proj", "attn_output": "self_attn.o_proj",
+           "ffn_norm": "post_attention_layernorm", "ffn_gate": "mlp.gate_proj",
+           "ffn_up": "mlp.up_proj", "ffn_down": "mlp.down_proj"}
+    worst = 0.0
+    for gname, w in gguf_w.items():
+        if gname in name_map:
+            hname, ref = name_map[gname], w
+        else:
+            _, layer, kind, _ = gname.split(".")
+            hname = f"model.layers.{layer}.{sub[kind]}.weight"
+            ref = w
+            if kind == "attn_q":
+                ref = unpermute_qk(w, meta["n_head"])
+            elif kind == "attn_k":
+                ref = unpermute_qk(w, meta["n_head_kv"])
+        got = hf_sd[hname].numpy()
+        if got.shape != ref.shape:
+            die(f"{gname}: shape {ref.shape} vs transformers {hname} {got.shape}")
+        diff = float(np.max(np.abs(got - ref)))
+        worst = max(worst, diff)
+        if diff > 1e-6:
+            die(f"{gname} -> {hname}: max |diff| {diff} between independent and transformers dequantisation")
+    log(f"  all {len(gguf_w)} tensors match (max |diff| {worst:g})")
+    indep = IndependentLlama(gguf_w, meta)
+    del hf_sd, reader
+
+    @torch.no_grad()
+    def hf_logits_all(ids):
+        return model(torch.tensor([ids]), use_cache=False, logits_to_keep=1).logits[0]
+
+    # ---- 4. logits -------------------------------------------------------------
+    sample_ids = list(range(10)) + [int(round(x)) for x in np.linspace(100, 49151, 40)]
+    assert len(set(sample_ids)) == 50
+
+    def essay_ids(start_file: int, n_tokens: int):
+        pieces, ids, names = [], [], []
+        for name, text in essays[start_file:]:
+            names.append(name)
+            pieces.append(text)
+            ids = tok("\n\n".join(pieces), add_special_tokens=False)["input_ids"]
+            if len(ids) >= n_tokens:
+                return list(ids[:n_tokens]), names
+        die("not enough essay text")
+
+    short_chat = [{"role": "user", "content": "What is the capital of France?"}]
+    short_chat_ids = list(tok.apply_chat_template(short_chat, tokenize=True, add_generation_prompt=True,
+                                                  return_dict=True)["input_ids"])
+    raw_short = "The quick brown fox jumps over the lazy dog."
+    logit_specs = [
+        ("raw_short", list(tok(raw_short, add_special_tokens=False)["input_ids"]), f"plain text {raw_short!r}"),
+        ("chat_short", short_chat_ids, f"chat template, user: {short_chat[0]['content']!r}, add_generation_prompt"),
+    ]
+    for case_name, start, n in (("essay_200", 1, 200), ("essay_1024", 2, 1024), ("essay_2048", 3, 2048)):
+        ids, names = essay_ids(start, n)
+        logit_specs.append((case_name, ids,
+                            f"first {n} tokens of pg_essays {' + '.join(names)} (sorted file list, joined by \\n\\n)"))
+
+    logit_cases = []
+    for case_name, ids, source in logit_specs:
+        t0 = time.time()
+        last = hf_logits_all(ids)[-1]
+        top = torch.topk(last, 11)
+        l64 = last.double()
+        case = {
+            "name": case_name,
+            "source": source,
+            "n_tokens": len(ids),
+            "ids": ids,
+            "top_ids": [int(i) for i in top.indices[:10]],
+            "top_logits": [f32(v) for v in top.values[:10]],
+            "logit_11th": f32(top.values[10]),
+            "max": f32(l64.max()),
+            "mean": f32(l64.mean()),
+            "std": f32(l64.std(unbiased=False)),
+            "logits_sample": [f32(last[i]) for i in sample_ids],
+        }
+        if case_name in ("chat_short", "essay_200"):
+            ind = indep.last_logits(ids)
+            d = float((ind - last).abs().max())
+            case["independent_forward_max_abs_diff"] = f32(d)
+            if d > 2e-3 or int(ind.argmax()) != int(last.argmax()):
+                die(f"{case_name}: independent forward differs from transformers by {d}")
+            log(f"  independent forward agrees on {case_name}: max |diff| {d:.2e}")
+        logit_cases.append(case)
+        log(f"logits {case_name}: {len(ids)} tokens, top1 {case['top_ids'][0]} "
+            f"({tok.convert_ids_to_tokens(case['top_ids'][0])!r}) {case['top_logits'][0]:.4f}, "
+            f"gap to 2nd {case['top_logits'][0] - case['top_logits'][1]:.4f}, {time.time() - t0:.1f}s")
+
+    # ---- 5. greedy -------------------------------------------------------------
+    chosen = None
+    for prompt in GREEDY_CANDIDATES:
+        messages = [{"role": "user", "content": prompt}]
+        prompt_ids = list(tok.apply_chat_template(messages, tokenize=True, add_generation_prompt=True,
+                                                  return_dict=True)["input_ids"])
+        seq, toks, margins, stop = list(prompt_ids), [], [], None
+        t0 = time.time()
+        for step in range(GREEDY_STEPS):
+            last = hf_logits_all(seq)[-1]  # full recomputation, no KV cache
+            top2 = torch.topk(last, 2)
+            nxt = int(top2.indices[0])
+            toks.append(nxt)
+            margins.append(f32(top2.values[0] - top2.values[1]))
+            seq.append(nxt)
+            if nxt in EOG_IDS:
+                stop = step
+                break
+        text = tok.decode(toks, skip_special_tokens=False)
+        log(f"greedy candidate {prompt!r}: {len(toks)} tokens in {time.time() - t0:.1f}s, "
+            f"min margin {min(margins):.3f}, EOG at step {stop}: {text!r}")
+        if stop is not None:
+            continue
+        cand = {"messages": messages, "prompt_ids": prompt_ids, "tokens": toks, "text": text,
+                "top2_margins": margins}
+        if min(margins) >= GREEDY_MIN_MARGIN:
+            chosen = cand
+            break
+        if chosen is None or min(margins) > min(chosen["top2_margins"]):
+            chosen = cand
+    if chosen is None:
+        die("every greedy candidate hit end-of-generation within 32 tokens")
+
+    gen = model.generate(torch.tensor([chosen["prompt_ids"]]), max_new_tokens=GREEDY_STEPS,
+                         min_new_tokens=GREEDY_STEPS, do_sample=False, num_beams=1,
+                         attention_mask=torch.ones(1, len(chosen["prompt_ids"]), dtype=torch.long))
+    gen_toks = gen[0, len(chosen["prompt_ids"]):].tolist()
+    if gen_toks != chosen["tokens"]:
+        die(f"model.generate (KV cache) disagrees with full recomputation:\n {gen_toks}\n {chosen['tokens']}")
+    log("  model.generate with KV cache reproduces the 32 tokens")
+    greedy = {
+        "generator": generator,
+        "model_sha256": EXPECTED_SHA256,
+        "messages": chosen["messages"],
+        "prompt_text": tok.apply_chat_template(chosen["messages"], tokenize=False, add_generation_prompt=True),
+        "prompt_ids": chosen["prompt_ids"],
+        "n_steps": GREEDY_STEPS,
+        "tokens": chosen["tokens"],
+        "text": chosen["text"],
+        "top2_margins": chosen["top2_margins"],
+        "notes": "Greedy argmax for exactly 32 steps, no stopping (no end-of-generation token occurs). "
+                 "top2_margins[i] = logit(top1) - logit(top2) at step i, fp32; small margins mark steps "
+                 "where a quantised engine may legitimately pick the other token.",
+    }
+
+    # ---- 6. write --------------------------------------------------------------
+    args.out.mkdir(parents=True, exist_ok=True)
+    tok_doc = {
+        "generator": generator,
+        "model_sha256": EXPECTED_SHA256,
+        "notes": "ids = tokenizer(text, add_special_tokens=False)['input_ids'] with the HF tokenizer "
+                 "built from the GGUF and its pre-tokenizer restored to SmolLM2's original "
+                 "Sequence[Digits(individual_digits=True), ByteLevel(add_prefix_space=False)] "
+                 "(= llama.cpp 'smollm'). 'hf_gguf_loader_ids' (only where different) are the ids of "
+                 "transformers' unpatched GGUF tokenizer, which lacks the Digits step. Special tokens are "
+                 "parsed in text. decodes_to_text: decode(ids) == text (false only where the text "
+                 "contains bytes with no vocab symbol, which HF drops).",
+        "bytes_without_vocab_symbol": missing_bytes,
+        "cases": tok_cases,
+    }
+    logits_doc = {
+        "generator": generator,
+        "model_sha256": EXPECTED_SHA256,
+        "dtype": "float32",
+        "notes": "Logits at the LAST position of one full forward pass over 'ids' (positions 0..n-1, no "
+                 "BOS added beyond what ids contain). top_ids/top_logits sorted descending; logit_11th is "
+                 "the 11th largest. max/mean/std over all 49152 logits (std is population, ddof=0). "
+                 "logits_sample[j] is the logit of token sample_ids[j]. independent_forward_max_abs_diff: "
+                 "agreement of this script's own GGUF-layout forward pass with transformers.",
+        "sample_ids": sample_ids,
+        "cases": logit_cases,
+    }
+    for fname, doc in (("tokenizer.json", tok_doc), ("logits.json", logits_doc), ("greedy.json", greedy)):
+        path = args.out / fname
+        with open(path, "w", encoding="utf-8") as f:
+            f.write(dump_json(doc))
+        log(f"wrote {path} ({path.stat().st_size} bytes)")
+    total = sum((args.out / n).stat().st_size for n in ("tokenizer.json", "logits.json", "greedy.json"))
+    if total > 300_000:
+        die(f"fixtures too large: {total} bytes")
+    log(f"done in {time.time() - t_start:.0f}s; greedy text: {greedy['text']!r}")
+
+
+def dump_json(doc: dict) -> str:
+    """One top-level key per line and one list element (e.g. one case) per line: compact and diffable."""
+    out = []
+    for key, val in doc.items():
+        if isinstance(val, list) and val and isinstance(val[0], dict):
+            items = ",\n  ".join(json.dumps(v, ensure_ascii=False) for v in val)
+            out.append(f" {json.dumps(key)}: [\n  {items}\n ]")
+        else:
+            out.append(f" {json.dumps(key)}: {json.dumps(val, ensure_ascii=False)}")
+    text = "{\n" + ",\n".join(out) + "\n}\n"
+    if json.loads(text) != doc:
+        die("JSON formatting round-trip failed")
+    return text
+
+
+def _pkg_version(name: str) -> str:
+    from importlib.metadata import version
+    return version(name)
+
+
+if __name__ == "__main__":
+    main()
