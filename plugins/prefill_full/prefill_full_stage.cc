@@ -1,0 +1,136 @@
+#include "prefill_full_stage.h"
+
+#include <algorithm>
+#include <chrono>
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+namespace sift::plugins {
+namespace {
+
+// Thrown from the per-layer hook to abandon the forward when the request is cancelled; caught
+// in Run, never leaves this library.
+struct Interrupted {};
+
+// The part of `r` that the rows [c0, c1) of an n-row prompt contribute to.
+AttentionStatsRequest RequestForChunk(const AttentionStatsRequest& r, int64_t c0, int64_t c1,
+                                      int64_t n) {
+  AttentionStatsRequest out;
+  if (r.window > 0) {
+    const int64_t from = std::max(c0, n - r.window);
+    if (from < c1) out.window = c1 - from;  // the window is a suffix of this chunk
+  }
+  out.last_query = r.last_query && c1 == n;
+  out.last_query_logit_sum = r.last_query_logit_sum && c1 == n;
+  out.column_sum = r.column_sum;
+  if (r.max_from_query >= 0 && r.max_from_query < c1) {
+    out.max_from_query = std::max<int64_t>(0, r.max_from_query - c0);
+  }
+  return out;
+}
+
+// Folds one chunk's statistic into the running one. Later chunks see more keys, so the running
+// value is zero-padded on the key axis (the last one) before summing or taking the maximum.
+void Fold(at::Tensor& acc, at::Tensor part, bool take_max) {
+  if (!part.defined()) return;
+  if (!acc.defined()) {
+    acc = std::move(part);
+    return;
+  }
+  at::Tensor grown = at::zeros(part.sizes(), part.options());
+  grown.narrow(-1, 0, acc.size(-1)).copy_(acc);
+  acc = take_max ? at::maximum(grown, part) : grown.add_(part);
+}
+
+void Merge(AttentionStats& acc, AttentionStats&& part) {
+  Fold(acc.window_sum, std::move(part.window_sum), false);
+  Fold(acc.column_sum, std::move(part.column_sum), false);
+  Fold(acc.max_prob, std::move(part.max_prob), true);
+  if (part.last_query.defined()) acc.last_query = std::move(part.last_query);
+  if (part.last_query_logit_sum.defined()) {
+    acc.last_query_logit_sum = std::move(part.last_query_logit_sum);
+  }
+}
+
+double MsSince(std::chrono::steady_clock::time_point start) {
+  return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start)
+      .count();
+}
+
+}  // namespace
+
+PrefillFullStage::PrefillFullStage(const StageParams& params, const Model& model)
+    : chunk_size_(params.GetInt("chunk_size", 0, 0)),
+      block_size_(params.GetInt("block_size", 256, 1, 65536)) {}
+
+Status PrefillFullStage::Run(const Model& model, RequestState& state, StageContext& context) {
+  const auto start = std::chrono::steady_clock::now();
+  const ModelConfig& config = model.config();
+  const int64_t n = static_cast<int64_t>(state.tokens.size());
+  if (n == 0) return Status(StatusCode::kInvalidArgument, "empty_prompt", "the prompt is empty");
+  if (config.context_length > 0 && n > config.context_length) {
+    return Status(StatusCode::kInvalidArgument, "prompt_too_long",
+                  "the prompt has " + std::to_string(n) + " tokens; the model's context is " +
+                      std::to_string(config.context_length));
+  }
+  for (TokenId id : state.tokens) {
+    if (id < 0 || id >= config.vocab_size) {
+      return Status(StatusCode::kInvalidArgument, "bad_token",
+                    "token id " + std::to_string(id) + " is outside the vocabulary [0, " +
+                        std::to_string(config.vocab_size) + ")");
+    }
+  }
+
+  auto cache = std::make_unique<KvCache>(model.NewCache());
+  const int64_t layers = config.num_layers;
+  for (int64_t l = 0; l < layers; ++l) cache->Reserve(l, n);
+  const int64_t chunk = chunk_size_ > 0 ? std::min(chunk_size_, n) : n;
+  const int64_t chunks = (n + chunk - 1) / chunk;
+  const int64_t total_steps = layers * chunks;
+
+  std::map<int64_t, AttentionStats> stats;
+  int64_t c0 = 0, c1 = 0, chunk_index = 0;
+  ForwardOptions options;
+  options.attention.block_size = block_size_;
+  options.hooks.stats_request = [&](int64_t layer) {
+    if (context.Cancelled()) throw Interrupted{};
+    context.Progress("prefill", chunk_index * layers + layer, total_steps);
+    auto it = state.plan.stats.find(layer);
+    if (it == state.plan.stats.end()) return AttentionStatsRequest{};
+    return RequestForChunk(it->second, c0, c1, n);
+  };
+  options.hooks.on_stats = [&](int64_t layer, AttentionStats&& s) {
+    Merge(stats[layer], std::move(s));
+  };
+
+  at::Tensor logits;
+  try {
+    for (; c0 < n; c0 = c1, ++chunk_index) {
+      c1 = std::min(n, c0 + chunk);
+      std::vector<TokenId> ids(state.tokens.begin() + c0, state.tokens.begin() + c1);
+      logits = model.Forward(ids, c0, *cache, options);
+    }
+  } catch (const Interrupted&) {
+    return context.CancelStatus();
+  }
+  context.Progress("prefill", total_steps, total_steps);
+
+  state.cache = std::move(cache);
+  state.last_logits = logits;
+  state.next_position = n;
+  state.layer_stats = std::move(stats);
+  state.hidden = at::Tensor();
+  state.layer_cursor = 0;
+  state.kept_indices.clear();
+  if (state.prompt_length == 0) state.prompt_length = n;
+  state.stats.tokens_kept = state.cache->TotalEntries() / std::max<int64_t>(1, layers);
+  // An uncompressed cache of the original prompt (longer than `n` after a filter).
+  state.stats.kv_bytes_full = state.cache->Bytes() / n * std::max(n, state.prompt_length);
+  state.stats.kv_bytes = state.cache->Bytes();
+  state.stats.prefill_ms += MsSince(start);
+  return Status::Ok();
+}
+
+}  // namespace sift::plugins

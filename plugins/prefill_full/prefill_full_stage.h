@@ -1,0 +1,40 @@
+// PrefillFullStage: the standard prefill, every prompt token through every layer.
+//
+// Builds a fresh KV cache (state.cache) from state.tokens at positions 0..n-1, collects the
+// attention statistics that the pipeline's later stages asked for in state.plan.stats (merged
+// across chunks so that chunked and unchunked prefill give the same statistics), and sets
+// last_logits, next_position, stats.prefill_ms (added to, so a re-prefill after a filter
+// counts too), stats.tokens_kept, kv_bytes_full and kv_bytes.
+//
+// Parameters (pipeline TOML or per-request overrides):
+//   chunk_size  int >= 0, default 0     rows per forward chunk; 0 = the whole prompt at once
+//   block_size  int in [1, 65536], 256  attention query block size (memory vs speed)
+//
+// Cancellation is checked before every layer of every chunk; progress is reported per layer as
+// ("prefill", layers done, layers × chunks).
+//
+// THREADING: one instance per request (sift/stage.h).
+// ERRORS:    INVALID_ARGUMENT for an empty or too long prompt or an out-of-vocabulary token;
+//            CANCELLED / DEADLINE_EXCEEDED from the context.
+#ifndef SIFT_PLUGINS_PREFILL_FULL_PREFILL_FULL_STAGE_H_
+#define SIFT_PLUGINS_PREFILL_FULL_PREFILL_FULL_STAGE_H_
+
+#include <cstdint>
+
+#include "sift/stage.h"
+
+namespace sift::plugins {
+
+class PrefillFullStage : public Stage {
+ public:
+  PrefillFullStage(const StageParams& params, const Model& model);
+  Status Run(const Model& model, RequestState& state, StageContext& context) override;
+
+ private:
+  int64_t chunk_size_;
+  int64_t block_size_;
+};
+
+}  // namespace sift::plugins
+
+#endif  // SIFT_PLUGINS_PREFILL_FULL_PREFILL_FULL_STAGE_H_
