@@ -73,7 +73,8 @@ struct TokenizerSpec {
   std::string chat_template;             // Jinja source; "" = ChatML
 
   // Reads tokenizer.ggml.{model,pre,tokens,token_type,merges,scores,*_token_id,add_bos_token,
-  // add_space_prefix} and tokenizer.chat_template. Throws if model or tokens is missing.
+  // add_space_prefix} and tokenizer.chat_template. Throws sift::Error naming the file and key
+  // if model or tokens is missing or a value has the wrong type.
   static TokenizerSpec FromGguf(const GgufFile& file);
 };
 

@@ -3,6 +3,9 @@
 #include "sift/tokenizer.h"
 
 #include <algorithm>
+#include <cstdint>
+#include <optional>
+#include <string_view>
 #include <utility>
 
 #include "bpe_tokenizer.h"
@@ -14,17 +17,27 @@
 namespace sift {
 namespace {
 
-TokenId OptionalId(const GgufFile& file, std::string_view key) {
+// Calls read(value) if `key` is present; a type error names the file and the key.
+template <typename Read>
+void ReadOptional(const GgufFile& file, std::string_view key, Read&& read) {
   const GgufValue* value = file.Find(key);
-  if (value == nullptr) return -1;
-  const int64_t id = value->AsInt();
-  return (id >= 0 && id <= INT32_MAX) ? static_cast<TokenId>(id) : -1;
+  if (value == nullptr) return;
+  try {
+    read(*value);
+  } catch (const Error& e) {
+    throw Error(detail::Concat(file.path(), ": metadata key '", key, "': ", e.what()));
+  }
 }
 
-std::optional<bool> OptionalBool(const GgufFile& file, std::string_view key) {
-  const GgufValue* value = file.Find(key);
-  if (value == nullptr) return std::nullopt;
-  return value->AsBool();
+void ReadId(const GgufFile& file, std::string_view key, TokenId* id) {
+  ReadOptional(file, key, [&](const GgufValue& v) {
+    const int64_t value = v.AsInt();
+    *id = (value >= 0 && value <= INT32_MAX) ? static_cast<TokenId>(value) : -1;
+  });
+}
+
+void ReadBool(const GgufFile& file, std::string_view key, std::optional<bool>* flag) {
+  ReadOptional(file, key, [&](const GgufValue& v) { *flag = v.AsBool(); });
 }
 
 }  // namespace
@@ -33,32 +46,29 @@ TokenizerSpec TokenizerSpec::FromGguf(const GgufFile& file) {
   TokenizerSpec spec;
   spec.model = file.GetString("tokenizer.ggml.model");
   spec.pre = file.GetString("tokenizer.ggml.pre", "default");
-
-  const GgufValue* tokens = file.Find("tokenizer.ggml.tokens");
-  SIFT_CHECK(tokens != nullptr, file.path(), ": missing key tokenizer.ggml.tokens");
-  for (const std::string_view token : tokens->AsStringArray()) spec.tokens.emplace_back(token);
-
-  if (const GgufValue* types = file.Find("tokenizer.ggml.token_type")) {
-    for (const int64_t type : types->AsIntArray()) {
+  SIFT_CHECK(file.Has("tokenizer.ggml.tokens"), file.path(),
+             ": missing metadata key 'tokenizer.ggml.tokens'");
+  ReadOptional(file, "tokenizer.ggml.tokens", [&](const GgufValue& v) {
+    for (const std::string_view token : v.AsStringArray()) spec.tokens.emplace_back(token);
+  });
+  ReadOptional(file, "tokenizer.ggml.token_type", [&](const GgufValue& v) {
+    for (const int64_t type : v.AsIntArray())
       spec.token_types.push_back(static_cast<TokenType>(type));
-    }
-  }
-  if (const GgufValue* merges = file.Find("tokenizer.ggml.merges")) {
-    for (const std::string_view merge : merges->AsStringArray()) spec.merges.emplace_back(merge);
-  }
-  if (const GgufValue* scores = file.Find("tokenizer.ggml.scores")) {
-    for (const double score : scores->AsFloatArray()) {
-      spec.scores.push_back(static_cast<float>(score));
-    }
-  }
-  spec.bos_id = OptionalId(file, "tokenizer.ggml.bos_token_id");
-  spec.eos_id = OptionalId(file, "tokenizer.ggml.eos_token_id");
-  spec.unk_id = OptionalId(file, "tokenizer.ggml.unknown_token_id");
-  spec.pad_id = OptionalId(file, "tokenizer.ggml.padding_token_id");
-  spec.eot_id = OptionalId(file, "tokenizer.ggml.eot_token_id");
-  spec.eom_id = OptionalId(file, "tokenizer.ggml.eom_token_id");
-  spec.add_bos = OptionalBool(file, "tokenizer.ggml.add_bos_token");
-  spec.add_space_prefix = OptionalBool(file, "tokenizer.ggml.add_space_prefix");
+  });
+  ReadOptional(file, "tokenizer.ggml.merges", [&](const GgufValue& v) {
+    for (const std::string_view merge : v.AsStringArray()) spec.merges.emplace_back(merge);
+  });
+  ReadOptional(file, "tokenizer.ggml.scores", [&](const GgufValue& v) {
+    for (const double score : v.AsFloatArray()) spec.scores.push_back(static_cast<float>(score));
+  });
+  ReadId(file, "tokenizer.ggml.bos_token_id", &spec.bos_id);
+  ReadId(file, "tokenizer.ggml.eos_token_id", &spec.eos_id);
+  ReadId(file, "tokenizer.ggml.unknown_token_id", &spec.unk_id);
+  ReadId(file, "tokenizer.ggml.padding_token_id", &spec.pad_id);
+  ReadId(file, "tokenizer.ggml.eot_token_id", &spec.eot_id);
+  ReadId(file, "tokenizer.ggml.eom_token_id", &spec.eom_id);
+  ReadBool(file, "tokenizer.ggml.add_bos_token", &spec.add_bos);
+  ReadBool(file, "tokenizer.ggml.add_space_prefix", &spec.add_space_prefix);
   spec.chat_template = file.GetString("tokenizer.chat_template", "");
   return spec;
 }
@@ -71,8 +81,9 @@ std::unique_ptr<Tokenizer> Tokenizer::FromSpec(TokenizerSpec spec) {
 }
 
 std::unique_ptr<Tokenizer> Tokenizer::FromGguf(const GgufFile& file) {
+  TokenizerSpec spec = TokenizerSpec::FromGguf(file);  // its errors name the file already
   try {
-    return FromSpec(TokenizerSpec::FromGguf(file));
+    return FromSpec(std::move(spec));
   } catch (const Error& e) {
     throw Error(detail::Concat(file.path(), ": ", e.what()));
   }
