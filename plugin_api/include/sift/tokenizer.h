@@ -8,19 +8,21 @@
 // Byte-level BPE ("gpt2"): text -> pre-tokenizer pieces (pretokenizer.h) -> each piece's UTF-8
 // bytes mapped through GPT-2 bytes_to_unicode -> one symbol per byte; a byte whose symbol is not
 // in the vocabulary is dropped (HF with unk_token null, byte_fallback false) -> merges applied
-// lowest rank first, ties leftmost. No normalizer.
+// lowest rank first, ties leftmost. No normalizer. With the llama3 pre-tokenizer a piece that is
+// itself a (non-special) vocabulary token is emitted whole (HF ignore_merges).
 // SentencePiece-style BPE ("llama"): spaces become U+2581, a leading U+2581 is added when
 // add_space_prefix (also after every special token, as llama.cpp), symbols are code points,
-// adjacent pairs that form a vocabulary token are merged highest score first (ties leftmost,
-// llama.cpp llm_tokenizer_spm); a code point that ends up in no token is emitted as its
-// <0xXX> byte tokens (else the unknown token, else dropped).
+// adjacent pairs that form a normal or user-defined token are merged highest score first (ties
+// leftmost; llama.cpp llm_tokenizer_spm); a code point that ends up in no token is emitted as
+// its <0xXX> byte tokens (else the unknown token, else dropped).
 //
 // Token kinds: control (3), unknown (2) and user-defined (4) tokens are "special": with
 // parse_special, their exact texts in the input become their ids (leftmost, then longest
 // first, as HF's added-token matcher) and are never split by BPE. Decoding renders every token
 // as its bytes; skip_special drops control and unknown tokens (user-defined ones are text).
 //
-// THREADING: immutable after construction; Encode/Decode are safe from many threads.
+// THREADING: immutable after construction (apart from an internally synchronised, bounded cache
+//            of encoded pieces); Encode/Decode are safe from many threads.
 // ERRORS:    FromGguf/FromSpec throw sift::Error for a missing key, inconsistent arrays or an
 //            unsupported tokenizer model or pre-tokenizer, naming it. Encode/Decode do not throw
 //            for any input (ill-formed UTF-8 input is read as U+FFFD).
