@@ -1,4 +1,9 @@
 // Hyperparameters of a Llama-family decoder, read from GGUF metadata or HF config.json.
+//
+// Sources: GGUF `general.architecture` and `<arch>.*` keys (engine-specs §1.6), or the HF keys
+// of config.json. "mistral" computes exactly like "llama"; "qwen2" adds q/k/v biases.
+// THREADING: plain value type. ERRORS: FromGguf / FromHfConfigJson / Validate throw sift::Error
+//            naming the file (for the loaders) and the missing, unsupported or inconsistent field.
 #ifndef SIFT_MODEL_CONFIG_H_
 #define SIFT_MODEL_CONFIG_H_
 
@@ -27,15 +32,18 @@ struct ModelConfig {
   int64_t num_heads = 0;
   int64_t num_kv_heads = 0;
   int64_t head_dim = 0;
-  int64_t context_length = 0;  // the trained context; longer prompts are rejected by callers
+  // The trained context; longer prompts are rejected by callers. For HF configs with sliding-
+  // window attention (not implemented) it is capped at the window, where full attention is exact.
+  int64_t context_length = 0;
   double rope_theta = 10000.0;
   double rms_norm_eps = 1e-5;
   RopeScaling rope_scaling;
-  bool tied_embeddings = false;   // lm_head shares token_embd
-  bool attention_bias = false;    // q/k/v biases (Qwen2)
+  bool tied_embeddings = false;  // lm_head shares token_embd
+  bool attention_bias = false;   // q/k/v biases (Qwen2)
 
   int64_t group_size() const { return num_heads / num_kv_heads; }
-  // Parameters in the linear layers, embeddings excluded (for FLOP counts).
+  // Parameters in the linear layers (weights, plus q/k/v biases when present), embeddings and
+  // norms excluded (for FLOP counts).
   int64_t LinearParamsPerLayer() const;
 
   // Throws sift::Error naming the missing or inconsistent field.
