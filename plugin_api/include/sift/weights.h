@@ -20,16 +20,16 @@
 namespace sift {
 
 struct LayerWeights {
-  at::Tensor attn_norm;                  // (hidden)
-  at::Tensor wq, wk, wv, wo;             // (H*hd, hidden), (Hkv*hd, hidden) x2, (hidden, H*hd)
-  at::Tensor bq, bk, bv;                 // undefined unless config.attention_bias
-  at::Tensor ffn_norm;                   // (hidden)
-  at::Tensor w_gate, w_up, w_down;       // (ff, hidden) x2, (hidden, ff)
+  at::Tensor attn_norm;             // (hidden)
+  at::Tensor wq, wk, wv, wo;        // (H*hd, hidden), (Hkv*hd, hidden) x2, (hidden, H*hd)
+  at::Tensor bq, bk, bv;            // fp32; undefined unless config.attention_bias
+  at::Tensor ffn_norm;              // (hidden)
+  at::Tensor w_gate, w_up, w_down;  // (ff, hidden) x2, (hidden, ff)
 };
 
 struct ModelWeights {
   ModelConfig config;
-  at::Tensor embed;       // (vocab, hidden)
+  at::Tensor embed;  // (vocab, hidden)
   std::vector<LayerWeights> layers;
   at::Tensor final_norm;  // (hidden)
   at::Tensor lm_head;     // (vocab, hidden); the same storage as embed when tied
@@ -39,11 +39,13 @@ struct ModelWeights {
 };
 
 struct LoadOptions {
-  at::ScalarType dtype = at::kBFloat16;  // matrices; norms are always kept in fp32
+  at::ScalarType dtype = at::kBFloat16;  // matrices; norms and biases are always kept in fp32
   at::Device device = at::kCPU;
 };
 
 // Loads from a .gguf file, or from a Hugging Face directory (config.json + *.safetensors).
+// GGUF tensors of any type DequantizeRow supports are dequantised to fp32 (in parallel over rows)
+// and then cast; safetensors tensors may be F32, F16 or BF16.
 ModelWeights LoadWeights(const std::string& path, const LoadOptions& options);
 ModelWeights LoadWeightsFromGguf(const std::string& gguf_path, const LoadOptions& options);
 ModelWeights LoadWeightsFromHfDir(const std::string& dir, const LoadOptions& options);
