@@ -1,0 +1,48 @@
+// CURVE security for the client port: key files, the loopback rule and the ZAP handler.
+//
+// siftd refuses to bind a non-loopback endpoint unless CURVE is configured: a server secret
+// key file and a file of authorised client public keys. Then every connection on every
+// endpoint must complete a CURVE handshake with an authorised key (checked by the ZAP handler
+// the front end runs). Keys are Z85 text (40 characters), one key per file for the server's
+// secret key, one per line (with # comments) for authorised clients. `siftd --make-curve-keys
+// PREFIX` writes PREFIX.key (secret, mode 0600) and PREFIX.pub (public).
+//
+// THREADING: pure functions; ServeZapRequest runs on the thread that owns the ZAP socket.
+// ERRORS:    loading and key generation return a Status naming the file and the problem.
+#ifndef SIFT_DAEMON_CURVE_H_
+#define SIFT_DAEMON_CURVE_H_
+
+#include <set>
+#include <string>
+#include <zmq.hpp>
+
+#include "sift/status.h"
+
+namespace sift::daemon {
+
+struct CurveConfig {
+  bool enabled = false;
+  std::string server_secret;          // Z85
+  std::string server_public;          // Z85 (derived)
+  std::set<std::string> client_keys;  // authorised client public keys, Z85
+};
+
+// True for ipc://, inproc:// and tcp:// on 127.0.0.0/8, localhost or [::1].
+bool IsLoopbackEndpoint(const std::string& endpoint);
+
+// Reads the first non-comment line of a key file (or takes `value` itself if it is a 40-char
+// Z85 key) and checks it decodes to 32 bytes.
+Status ReadZ85Key(const std::string& file_or_key, std::string* key);
+// Loads the server secret and the authorised client keys (at least one).
+Status LoadCurveConfig(const std::string& secret_key_file, const std::string& client_keys_file,
+                       CurveConfig* config);
+// Writes PREFIX.key and PREFIX.pub; `summary` says what was written.
+Status MakeCurveKeyFiles(const std::string& prefix, std::string* summary);
+
+// Answers one ZAP request waiting on `zap` (a REP socket bound to inproc://zeromq.zap.01):
+// 200 for a CURVE client whose key is authorised, 400 otherwise (logged).
+void ServeZapRequest(zmq::socket_t& zap, const CurveConfig& config);
+
+}  // namespace sift::daemon
+
+#endif  // SIFT_DAEMON_CURVE_H_

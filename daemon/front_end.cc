@@ -1,0 +1,668 @@
+#include "daemon/front_end.h"
+
+#include <fcntl.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cctype>
+#include <cerrno>
+#include <cmath>
+#include <zmq_addon.hpp>
+
+#include "daemon/log.h"
+
+namespace sift::daemon {
+namespace {
+
+using json = nlohmann::json;
+
+constexpr int kHousekeepingMs = 20;
+constexpr int kMaxFrames = 64;
+constexpr int kRecvBatch = 256;
+constexpr int kDrainGraceMs = 5000;  // after drain_timeout_ms, for cancelled work to report
+
+std::string Hex(const std::string& bytes) {
+  static const char* kDigits = "0123456789abcdef";
+  std::string out;
+  for (unsigned char c : bytes) {
+    out += kDigits[c >> 4];
+    out += kDigits[c & 15];
+  }
+  return out;
+}
+
+std::string Lower(std::string s) {
+  for (char& c : s) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+  return s;
+}
+
+double JsonMs(const json& stats, const char* key) {
+  auto it = stats.find(key);
+  return it != stats.end() && it->is_number() ? it->get<double>() : 0.0;
+}
+
+int64_t JsonInt(const json& obj, const char* key) {
+  auto it = obj.find(key);
+  return it != obj.end() && it->is_number() ? it->get<int64_t>() : 0;
+}
+
+}  // namespace
+
+FrontEnd::FrontEnd(FrontEndOptions options, Backend& backend, Metrics& metrics)
+    : options_(std::move(options)),
+      backend_(backend),
+      metrics_(metrics),
+      scheduler_(backend, *this, options_.workers, options_.queue_size),
+      context_(1) {
+  metrics_.DeclareCounter("sift_requests_total",
+                          "Generate requests by pipeline and outcome (ok or an error code).");
+  metrics_.DeclareHistogram("sift_request_ttft_seconds",
+                            "Time from arrival to the first generated token.",
+                            Metrics::LatencyBuckets());
+  metrics_.DeclareHistogram("sift_request_e2e_seconds",
+                            "Time from arrival to the final message (successful requests).",
+                            Metrics::LatencyBuckets());
+  metrics_.DeclareHistogram("sift_request_queue_seconds",
+                            "Time a request waited in the admission queue.",
+                            Metrics::LatencyBuckets());
+  metrics_.DeclareHistogram("sift_stage_seconds", "Time spent in one pipeline stage.",
+                            Metrics::LatencyBuckets());
+  metrics_.DeclareCounter("sift_prompt_tokens_total", "Prompt tokens of successful requests.");
+  metrics_.DeclareCounter("sift_generated_tokens_total", "Generated tokens.");
+  metrics_.DeclareCounter("sift_tokens_before_total",
+                          "Prompt tokens entering the pipelines' compression stages.");
+  metrics_.DeclareCounter("sift_tokens_kept_total",
+                          "KV entries kept (per layer and head, mean) after compression.");
+  metrics_.DeclareCounter("sift_admission_rejections_total",
+                          "Generate requests refused before admission, by reason.");
+  metrics_.DeclareCounter("sift_protocol_errors_total", "Malformed client messages, by reason.");
+  metrics_.DeclareCounter("sift_messages_total", "Client messages received, by type.");
+  metrics_.DeclareCounter("sift_clients_gone_total",
+                          "Clients that went away with requests in flight, by cause.");
+  metrics_.DeclareGauge("sift_queue_depth", "Requests waiting in the admission queue.",
+                        [this] { return static_cast<double>(scheduler_.queued()); });
+  metrics_.DeclareGauge("sift_queue_capacity", "Size of the admission queue.",
+                        [this] { return static_cast<double>(scheduler_.capacity()); });
+  metrics_.DeclareGauge("sift_requests_running", "Requests a worker is running.",
+                        [this] { return static_cast<double>(scheduler_.running()); });
+  metrics_.DeclareGauge("sift_requests_live", "Admitted requests without a terminal message.",
+                        [this] { return static_cast<double>(live_count_.load()); });
+  metrics_.DeclareGauge("sift_draining", "1 while the daemon drains for shutdown.",
+                        [this] { return draining_.load() ? 1.0 : 0.0; });
+}
+
+FrontEnd::~FrontEnd() {
+  BeginDrain();
+  DrainNow();
+  Wait();
+  // Detach the scrape-time callbacks that read this object.
+  for (const char* name : {"sift_queue_depth", "sift_queue_capacity", "sift_requests_running",
+                           "sift_requests_live", "sift_draining"}) {
+    metrics_.DeclareGauge(name, "Detached (front end stopped).");
+  }
+  if (router_) router_.close();
+  if (zap_) zap_.close();
+  for (int fd : wake_pipe_) {
+    if (fd >= 0) ::close(fd);
+  }
+}
+
+Status FrontEnd::Start() {
+  if (::pipe2(wake_pipe_, O_NONBLOCK | O_CLOEXEC) != 0) {
+    return Status(StatusCode::kInternal, "pipe", "cannot create the wake-up pipe");
+  }
+  for (const std::string& endpoint : options_.endpoints) {
+    if (!IsLoopbackEndpoint(endpoint) && !options_.curve.enabled) {
+      return Status(StatusCode::kFailedPrecondition, "insecure_bind",
+                    "refusing to bind " + endpoint +
+                        ": non-loopback endpoints need CURVE keys (--curve-secret-key and "
+                        "--curve-client-keys; see docs/operations.md)");
+    }
+  }
+  try {
+    if (options_.curve.enabled) {
+      // The ZAP handler must exist before the first CURVE handshake.
+      zap_ = zmq::socket_t(context_, zmq::socket_type::rep);
+      zap_.set(zmq::sockopt::linger, 0);
+      zap_.bind("inproc://zeromq.zap.01");
+    }
+    router_ = zmq::socket_t(context_, zmq::socket_type::router);
+    router_.set(zmq::sockopt::router_mandatory, 1);
+    router_.set(zmq::sockopt::sndhwm, options_.hwm);
+    router_.set(zmq::sockopt::rcvhwm, options_.hwm);
+    router_.set(zmq::sockopt::linger, options_.linger_ms);
+    // Hard cap per frame; messages between max_message_bytes and this get a clear error.
+    router_.set(zmq::sockopt::maxmsgsize,
+                std::max<int64_t>(options_.max_message_bytes * 4, options_.max_message_bytes));
+    if (options_.zmq_heartbeat_ms > 0) {
+      router_.set(zmq::sockopt::heartbeat_ivl, options_.zmq_heartbeat_ms);
+      router_.set(zmq::sockopt::heartbeat_timeout, options_.zmq_heartbeat_ms * 3);
+      router_.set(zmq::sockopt::heartbeat_ttl, options_.zmq_heartbeat_ms * 3);
+    }
+    if (options_.curve.enabled) {
+      router_.set(zmq::sockopt::curve_server, 1);
+      router_.set(zmq::sockopt::curve_secretkey, options_.curve.server_secret);
+      router_.set(zmq::sockopt::zap_domain, "sift");
+    }
+    for (const std::string& endpoint : options_.endpoints) {
+      router_.bind(endpoint);
+      bound_.push_back(router_.get(zmq::sockopt::last_endpoint));
+    }
+  } catch (const zmq::error_t& e) {
+    return Status(
+        StatusCode::kUnavailable, "bind_failed",
+        "cannot bind " +
+            (bound_.size() < options_.endpoints.size() ? options_.endpoints[bound_.size()]
+                                                       : std::string("the client socket")) +
+            ": " + e.what());
+  }
+  scheduler_.Start();
+  io_thread_ = std::thread([this] { IoLoop(); });
+  return Status::Ok();
+}
+
+void FrontEnd::BeginDrain() {
+  if (!draining_.exchange(true)) Wake();
+}
+
+void FrontEnd::DrainNow() {
+  drain_now_.store(true);
+  BeginDrain();
+  Wake();
+}
+
+void FrontEnd::Wait() {
+  if (io_thread_.joinable()) io_thread_.join();
+}
+
+void FrontEnd::Wake() {
+  if (wake_pipe_[1] < 0) return;
+  const char byte = 1;
+  ssize_t ignored = ::write(wake_pipe_[1], &byte, 1);  // EAGAIN: already awake
+  (void)ignored;
+}
+
+void FrontEnd::Push(OutItem item) {
+  bool was_empty;
+  {
+    std::lock_guard<std::mutex> lock(out_mu_);
+    was_empty = outbox_.empty();
+    outbox_.push_back(std::move(item));
+  }
+  if (was_empty) Wake();
+}
+
+void FrontEnd::Send(const std::shared_ptr<LiveRequest>& request, json header) {
+  if (request->terminal_sent.load()) return;
+  Push({request, std::move(header), false});
+}
+
+bool FrontEnd::SendTerminal(const std::shared_ptr<LiveRequest>& request, json header) {
+  if (request->terminal_sent.exchange(true)) return false;
+  Push({request, std::move(header), true});
+  return true;
+}
+
+// ---------------------------------------------------------------------------------------------
+// I/O thread
+
+void FrontEnd::IoLoop() {
+  LogDebug("io_thread_started");
+  auto next_housekeeping = Clock::now();
+  for (;;) {
+    std::vector<zmq::pollitem_t> items = {
+        {router_.handle(), 0, ZMQ_POLLIN, 0},
+        {nullptr, wake_pipe_[0], ZMQ_POLLIN, 0},
+    };
+    if (zap_) items.push_back({zap_.handle(), 0, ZMQ_POLLIN, 0});
+    const int timeout_ms = backlog_.empty() ? kHousekeepingMs : 1;
+    try {
+      zmq::poll(items.data(), items.size(), std::chrono::milliseconds(timeout_ms));
+    } catch (const zmq::error_t& e) {
+      if (e.num() != EINTR) LogError("poll_failed", {{"error", e.what()}});
+      continue;
+    }
+    if (items[1].revents & ZMQ_POLLIN) {
+      char buf[256];
+      while (::read(wake_pipe_[0], buf, sizeof(buf)) > 0) {
+      }
+    }
+    ProcessOutbox();
+    if (items[0].revents & ZMQ_POLLIN) {
+      for (int i = 0; i < kRecvBatch; ++i) {
+        std::vector<zmq::message_t> frames;
+        std::optional<size_t> got;
+        try {
+          got = zmq::recv_multipart(router_, std::back_inserter(frames), zmq::recv_flags::dontwait);
+        } catch (const zmq::error_t& e) {
+          LogError("recv_failed", {{"error", e.what()}});
+          break;
+        }
+        if (!got) break;
+        HandleMessage(frames, Clock::now());
+      }
+    }
+    if (zap_ && items.size() > 2 && (items[2].revents & ZMQ_POLLIN)) {
+      ServeZapRequest(zap_, options_.curve);
+    }
+    FlushBacklogs();
+    const auto now = Clock::now();
+    if (now >= next_housekeeping || draining_.load()) {
+      Housekeeping(now);
+      next_housekeeping = now + std::chrono::milliseconds(kHousekeepingMs);
+    }
+    if (drain_started_ && DrainFinished()) break;
+    if (drain_started_ && now >= drain_deadline_ + std::chrono::milliseconds(kDrainGraceMs)) {
+      LogError("drain_gave_up", {{"live", live_.size()}, {"backlog_clients", backlog_.size()}});
+      break;
+    }
+  }
+  // Every worker is idle (or finishing a cancelled request): stop them, then deliver whatever
+  // they produced last, then give up on anything still unsent.
+  for (const auto& request : scheduler_.Stop()) {
+    TerminateFromIo(request, request->CancelStatus(), nullptr);
+  }
+  ProcessOutbox();
+  FlushBacklogs();
+  LogInfo("front_end_stopped", {{"undelivered_clients", backlog_.size()}});
+  if (on_stopped_) on_stopped_();
+}
+
+bool FrontEnd::DrainFinished() const {
+  if (!live_.empty() || !backlog_.empty()) return false;
+  std::lock_guard<std::mutex> lock(out_mu_);
+  return outbox_.empty();
+}
+
+void FrontEnd::ProcessOutbox() {
+  std::deque<OutItem> items;
+  {
+    std::lock_guard<std::mutex> lock(out_mu_);
+    items.swap(outbox_);
+  }
+  const auto now = Clock::now();
+  for (OutItem& item : items) {
+    LiveRequest& request = *item.request;
+    if (item.terminal) {
+      RecordTerminal(request, item.header);
+      auto it = live_.find(request.key);
+      if (it != live_.end() && it->second == item.request) {
+        live_.erase(it);
+        live_count_.store(static_cast<int64_t>(live_.size()));
+      }
+    }
+    if (request.cause() == CancelCause::kClientGone) continue;  // nobody to tell
+    request.last_sent = now;
+    Transmit(request.identity, item.header);
+  }
+}
+
+void FrontEnd::HandleMessage(std::vector<zmq::message_t>& frames, Clock::time_point received) {
+  if (frames.empty()) return;
+  const std::string identity = frames[0].to_string();
+  ClientMessage message;
+  Status status;
+  size_t total = 0;
+  for (const auto& f : frames) total += f.size();
+  if (frames.size() > kMaxFrames + 1) {
+    status = Status(StatusCode::kInvalidArgument, "bad_frames",
+                    "at most " + std::to_string(kMaxFrames) + " frames per message");
+  } else if (static_cast<int64_t>(total) > options_.max_message_bytes) {
+    status = Status(StatusCode::kInvalidArgument, "message_too_large",
+                    "message of " + std::to_string(total) + " bytes exceeds the limit of " +
+                        std::to_string(options_.max_message_bytes));
+    if (frames.size() >= 3) {
+      message.has_id =
+          ExtractId(std::string_view(static_cast<const char*>(frames[2].data()), frames[2].size()),
+                    &message.id);
+    }
+  } else {
+    std::vector<std::string_view> views;
+    for (size_t i = 1; i < frames.size(); ++i) {
+      views.emplace_back(static_cast<const char*>(frames[i].data()), frames[i].size());
+    }
+    status = ParseClientMessage(views, &message);
+  }
+  if (!status.ok()) {
+    metrics_.Add("sift_protocol_errors_total", {{"reason", status.reason()}});
+    LogWarn("bad_message", {{"client", Hex(identity)},
+                            {"reason", status.reason()},
+                            {"message", status.message()},
+                            {"req", message.has_id ? json(message.id) : json(nullptr)}});
+    Reject(identity, message, status);
+    return;
+  }
+  metrics_.Add("sift_messages_total", {{"type", MessageTypeName(message.type)}});
+  switch (message.type) {
+    case MessageType::kGenerate:
+      HandleGenerate(identity, message, received);
+      return;
+    case MessageType::kCancel:
+      HandleCancel(identity, message);
+      return;
+    case MessageType::kPing: {
+      json pong = {{"type", "pong"},
+                   {"nonce", message.nonce},
+                   {"protocol", std::string(kMagic)},
+                   {"ready", !draining_.load()},
+                   {"draining", draining_.load()},
+                   {"queue_depth", scheduler_.queued()},
+                   {"queue_capacity", scheduler_.capacity()},
+                   {"running", scheduler_.running()},
+                   {"workers", scheduler_.workers()}};
+      if (message.has_id) pong["id"] = message.id;
+      json facts = backend_.Describe();
+      if (facts.is_object()) pong.update(facts);
+      Transmit(identity, pong);
+      return;
+    }
+    case MessageType::kList: {
+      json listing = backend_.List();
+      if (!listing.is_object()) listing = json::object();
+      listing["type"] = "listing";
+      if (message.has_id) listing["id"] = message.id;
+      Transmit(identity, listing);
+      return;
+    }
+  }
+}
+
+void FrontEnd::HandleGenerate(const std::string& identity, ClientMessage& message,
+                              Clock::time_point received) {
+  GenerateRequest& g = message.generate;
+  if (draining_.load()) {
+    metrics_.Add("sift_admission_rejections_total", {{"reason", "shutting_down"}});
+    Reject(identity, message,
+           Status(StatusCode::kUnavailable, "shutting_down",
+                  "the daemon is draining for shutdown; retry on another instance"));
+    return;
+  }
+  std::string key = identity;
+  key.push_back('\0');
+  key += g.id;
+  if (live_.count(key)) {
+    metrics_.Add("sift_admission_rejections_total", {{"reason", "duplicate_id"}});
+    Reject(identity, message,
+           Status(StatusCode::kAlreadyExists, "duplicate_id",
+                  "request id '" + g.id +
+                      "' is still in flight on this connection; this duplicate was ignored"));
+    return;
+  }
+  uint64_t generation = 0;
+  std::shared_ptr<const void> pipeline = backend_.FindPipeline(g.pipeline, &generation);
+  if (!pipeline) {
+    metrics_.Add("sift_admission_rejections_total", {{"reason", "unknown_pipeline"}});
+    metrics_.Add("sift_requests_total", {{"pipeline", "(unknown)"}, {"outcome", "not_found"}});
+    Reject(identity, message,
+           Status(StatusCode::kNotFound, "unknown_pipeline",
+                  "no valid pipeline named '" + g.pipeline +
+                      "' (send {\"type\":\"list\"} for the pipelines this daemon serves)"),
+           {{"pipeline", g.pipeline}});
+    return;
+  }
+  auto request = std::make_shared<LiveRequest>();
+  request->identity = identity;
+  request->key = key;
+  request->pipeline = std::move(pipeline);
+  request->catalog_generation = generation;
+  request->received = received;
+  const int64_t deadline_ms = g.deadline_ms > 0 ? g.deadline_ms : options_.default_deadline_ms;
+  if (deadline_ms > 0) request->deadline = received + std::chrono::milliseconds(deadline_ms);
+  request->request = std::move(g);
+  request->request.deadline_ms = deadline_ms;
+  const std::string id = request->request.id;
+  const std::string pipeline_name = request->request.pipeline;
+
+  live_[key] = request;
+  live_count_.store(static_cast<int64_t>(live_.size()));
+  const int64_t position = scheduler_.Push(request);
+  if (position == 0) {
+    live_.erase(key);
+    live_count_.store(static_cast<int64_t>(live_.size()));
+    metrics_.Add("sift_admission_rejections_total", {{"reason", "queue_full"}});
+    metrics_.Add("sift_requests_total",
+                 {{"pipeline", pipeline_name}, {"outcome", "resource_exhausted"}});
+    LogWarn("queue_full",
+            {{"req", id}, {"pipeline", pipeline_name}, {"queue_size", scheduler_.capacity()}});
+    Reject(identity, message,
+           Status(StatusCode::kResourceExhausted, "queue_full",
+                  "the admission queue is full (" + std::to_string(scheduler_.capacity()) +
+                      " requests); retry later"),
+           {{"queue_size", scheduler_.capacity()}}, RetryAfterMs());
+    return;
+  }
+  request->last_sent = Clock::now();
+  LogDebug("accepted", {{"req", id}, {"pipeline", pipeline_name}, {"queue_position", position}});
+  Transmit(identity, AcceptedHeader(id, pipeline_name, position));
+}
+
+void FrontEnd::HandleCancel(const std::string& identity, const ClientMessage& message) {
+  std::string key = identity;
+  key.push_back('\0');
+  key += message.id;
+  auto it = live_.find(key);
+  if (it == live_.end()) {
+    // Idempotent: the request already ended (its terminal was sent) or never existed.
+    LogDebug("cancel_unknown", {{"req", message.id}});
+    return;
+  }
+  std::shared_ptr<LiveRequest> request = it->second;
+  request->Cancel(CancelCause::kClient);
+  LogDebug("cancel", {{"req", message.id}, {"running", request->running.load()}});
+  if (scheduler_.Remove(request)) {
+    TerminateFromIo(request, request->CancelStatus(), {{"stage", "queued"}});
+  }
+  // Otherwise a worker has it: the stage sees Cancelled() and the worker sends the terminal.
+}
+
+void FrontEnd::Housekeeping(Clock::time_point now) {
+  if (draining_.load() && !drain_started_) {
+    drain_started_ = true;
+    drain_deadline_ = now + std::chrono::milliseconds(options_.drain_timeout_ms);
+    LogInfo("drain_started", {{"live", live_.size()},
+                              {"queued", scheduler_.queued()},
+                              {"timeout_ms", options_.drain_timeout_ms}});
+  }
+  if (drain_started_ && !drain_cancelled_ && (now >= drain_deadline_ || drain_now_.load())) {
+    drain_cancelled_ = true;
+    drain_deadline_ = std::min(drain_deadline_, now);
+    LogWarn("drain_cancelling", {{"live", live_.size()}});
+    std::vector<std::shared_ptr<LiveRequest>> all;
+    for (auto& [key, request] : live_) all.push_back(request);
+    for (auto& request : all) {
+      request->Cancel(CancelCause::kShutdown);
+      if (scheduler_.Remove(request)) {
+        TerminateFromIo(request, request->CancelStatus(), {{"stage", "queued"}});
+      }
+    }
+  }
+  const auto heartbeat = std::chrono::milliseconds(options_.heartbeat_ms);
+  std::vector<std::shared_ptr<LiveRequest>> expired;
+  std::vector<std::shared_ptr<LiveRequest>> quiet;
+  for (auto& [key, request] : live_) {
+    if (!request->running.load() && request->DeadlinePassed(now)) {
+      expired.push_back(request);
+    } else if (options_.heartbeat_ms > 0 && now - request->last_sent >= heartbeat) {
+      quiet.push_back(request);
+    }
+  }
+  for (auto& request : expired) {
+    request->Cancel(CancelCause::kDeadline);
+    if (scheduler_.Remove(request)) {
+      TerminateFromIo(request, request->CancelStatus(), {{"stage", "queued"}});
+    }
+  }
+  for (auto& request : quiet) {
+    // Heartbeats also probe the connection: a vanished client shows up as EHOSTUNREACH here.
+    if (request->terminal_sent.load() || request->cause() == CancelCause::kClientGone) continue;
+    request->last_sent = now;
+    Transmit(request->identity,
+             HeartbeatHeader(request->request.id, request->running.load() ? "running" : "queued",
+                             MsBetween(request->received, now), request->Progress()));
+  }
+}
+
+void FrontEnd::TerminateFromIo(const std::shared_ptr<LiveRequest>& request, const Status& status,
+                               const json& details) {
+  if (request->terminal_sent.exchange(true)) return;
+  json header = ErrorHeader(request->request.id, status, details);
+  RecordTerminal(*request, header);
+  auto it = live_.find(request->key);
+  if (it != live_.end() && it->second == request) {
+    live_.erase(it);
+    live_count_.store(static_cast<int64_t>(live_.size()));
+  }
+  if (request->cause() == CancelCause::kClientGone) return;
+  Transmit(request->identity, header);
+}
+
+void FrontEnd::RecordTerminal(const LiveRequest& request, const json& header) {
+  const std::string& pipeline = request.request.pipeline;
+  const bool ok = header.value("type", "") == "final";
+  std::string outcome = ok ? "ok" : Lower(header.value("code", "internal"));
+  if (!ok && request.cause() == CancelCause::kClientGone) outcome = "client_gone";
+  metrics_.Add("sift_requests_total", {{"pipeline", pipeline}, {"outcome", outcome}});
+  json line = {{"req", request.request.id},
+               {"client", Hex(request.identity)},
+               {"pipeline", pipeline},
+               {"outcome", outcome}};
+  if (ok) {
+    const json& stats = header["stats"];
+    const json& usage = header["usage"];
+    const double e2e = JsonMs(stats, "e2e_ms"), queue = JsonMs(stats, "queue_ms");
+    metrics_.Observe("sift_request_ttft_seconds", {{"pipeline", pipeline}},
+                     JsonMs(stats, "ttft_ms") / 1000);
+    metrics_.Observe("sift_request_e2e_seconds", {{"pipeline", pipeline}}, e2e / 1000);
+    metrics_.Observe("sift_request_queue_seconds", {{"pipeline", pipeline}}, queue / 1000);
+    metrics_.Add("sift_prompt_tokens_total", {{"pipeline", pipeline}},
+                 static_cast<double>(JsonInt(usage, "prompt_tokens")));
+    metrics_.Add("sift_generated_tokens_total", {{"pipeline", pipeline}},
+                 static_cast<double>(JsonInt(usage, "completion_tokens")));
+    metrics_.Add("sift_tokens_before_total", {{"pipeline", pipeline}},
+                 static_cast<double>(JsonInt(stats, "tokens_before")));
+    metrics_.Add("sift_tokens_kept_total", {{"pipeline", pipeline}},
+                 static_cast<double>(JsonInt(stats, "tokens_kept")));
+    if (stats.contains("stages") && stats["stages"].is_array()) {
+      for (const json& s : stats["stages"]) {
+        metrics_.Observe("sift_stage_seconds",
+                         {{"pipeline", pipeline},
+                          {"stage", s.value("stage", "")},
+                          {"plugin", s.value("plugin", "")}},
+                         JsonMs(s, "ms") / 1000);
+      }
+    }
+    service_ms_ewma_ = 0.8 * service_ms_ewma_ + 0.2 * std::max(1.0, e2e - queue);
+    line["e2e_ms"] = JsonMs(stats, "e2e_ms");
+    line["ttft_ms"] = JsonMs(stats, "ttft_ms");
+    line["queue_ms"] = queue;
+    line["prompt_tokens"] = JsonInt(usage, "prompt_tokens");
+    line["completion_tokens"] = JsonInt(usage, "completion_tokens");
+    line["tokens_kept"] = JsonInt(stats, "tokens_kept");
+    line["finish_reason"] = header.value("finish_reason", "");
+  } else {
+    line["code"] = header.value("code", "");
+    line["reason"] = header.value("reason", "");
+    line["ms"] = std::round(MsBetween(request.received, Clock::now()) * 1000) / 1000;
+  }
+  LogInfo("request_done", line);
+}
+
+void FrontEnd::Reject(const std::string& identity, const ClientMessage& message,
+                      const Status& status, const json& details, int64_t retry_after_ms) {
+  json header = ErrorHeader(message, status, details, retry_after_ms);
+  if (message.has_id) {
+    // An error answering a message that reuses the id of a live request is not that request's
+    // terminal message; say so, so that clients keep waiting for the real one.
+    std::string key = identity;
+    key.push_back('\0');
+    key += message.id;
+    if (live_.count(key)) header["duplicate"] = true;
+  }
+  Transmit(identity, header);
+}
+
+int64_t FrontEnd::RetryAfterMs() const {
+  const double estimate =
+      service_ms_ewma_ * static_cast<double>(scheduler_.queued()) / scheduler_.workers();
+  return static_cast<int64_t>(std::clamp(estimate, 50.0, 30000.0));
+}
+
+// ---- sending ----
+
+void FrontEnd::Transmit(const std::string& identity, const json& header) {
+  std::string bytes = Serialize(header);
+  auto it = backlog_.find(identity);
+  if (it != backlog_.end()) {
+    if (it->second.size() >= options_.client_backlog) {
+      ClientGone(identity, "not_reading");
+      return;
+    }
+    it->second.push_back(std::move(bytes));
+    return;
+  }
+  switch (TrySend(identity, bytes)) {
+    case SendResult::kSent:
+      return;
+    case SendResult::kWouldBlock:
+      backlog_[identity].push_back(std::move(bytes));
+      return;
+    case SendResult::kGone:
+      ClientGone(identity, "disconnected");
+      return;
+  }
+}
+
+FrontEnd::SendResult FrontEnd::TrySend(const std::string& identity, const std::string& bytes) {
+  try {
+    auto sent =
+        router_.send(zmq::buffer(identity), zmq::send_flags::sndmore | zmq::send_flags::dontwait);
+    if (!sent) return SendResult::kWouldBlock;
+    // A ROUTER's multipart message is atomic: once the routing frame is accepted, the rest is.
+    router_.send(zmq::buffer(kMagic.data(), kMagic.size()), zmq::send_flags::sndmore);
+    router_.send(zmq::buffer(bytes), zmq::send_flags::none);
+    return SendResult::kSent;
+  } catch (const zmq::error_t& e) {
+    if (e.num() != EHOSTUNREACH) LogError("send_failed", {{"error", e.what()}});
+    return SendResult::kGone;
+  }
+}
+
+void FrontEnd::FlushBacklogs() {
+  for (auto it = backlog_.begin(); it != backlog_.end();) {
+    std::deque<std::string>& queue = it->second;
+    SendResult result = SendResult::kSent;
+    while (!queue.empty()) {
+      result = TrySend(it->first, queue.front());
+      if (result != SendResult::kSent) break;
+      queue.pop_front();
+    }
+    if (result == SendResult::kGone) {
+      const std::string identity = it->first;
+      it = backlog_.erase(it);
+      ClientGone(identity, "disconnected");
+      it = backlog_.begin();  // ClientGone may have changed the map
+      continue;
+    }
+    it = queue.empty() ? backlog_.erase(it) : std::next(it);
+  }
+}
+
+void FrontEnd::ClientGone(const std::string& identity, const char* why) {
+  backlog_.erase(identity);
+  std::vector<std::shared_ptr<LiveRequest>> mine;
+  for (auto& [key, request] : live_) {
+    if (request->identity == identity) mine.push_back(request);
+  }
+  if (mine.empty()) return;
+  metrics_.Add("sift_clients_gone_total", {{"cause", why}});
+  LogInfo("client_gone", {{"client", Hex(identity)}, {"cause", why}, {"requests", mine.size()}});
+  for (auto& request : mine) {
+    request->Cancel(CancelCause::kClientGone);
+    if (scheduler_.Remove(request)) {
+      TerminateFromIo(request, request->CancelStatus(), {{"stage", "queued"}});
+    }
+    // Running requests stop at the stage's next Cancelled() check; their terminal is dropped.
+  }
+}
+
+}  // namespace sift::daemon

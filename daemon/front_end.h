@@ -1,0 +1,149 @@
+// FrontEnd: the client-facing ZeroMQ ROUTER and the one I/O thread that owns it.
+//
+// The I/O thread receives every client message, answers ping/list itself, checks and admits
+// generate requests into the scheduler's bounded queue (accepted), routes cancels, and sends
+// everything workers produce (chunks, finals, errors), which reaches it through a thread-safe
+// outbox that wakes its poll loop. It also paces heartbeats (every heartbeat_ms without other
+// traffic, carrying the latest stage progress), expires deadlines of queued requests, and
+// records request metrics and a log line per terminal message.
+//
+// Socket rules (serving-anchors §7): ROUTER_MANDATORY=1 so an unknown or vanished client is an
+// error (EHOSTUNREACH: its requests are cancelled) rather than a silent drop; finite SNDHWM /
+// RCVHWM; sends never block (a client that stops reading gets a bounded backlog, then is
+// treated as gone); LINGER set explicitly so shutdown neither hangs nor loses terminal
+// messages; ZMTP heartbeats detect dead TCP peers; an oversize message gets an error.
+//
+// Drain (SIGTERM): new generates get UNAVAILABLE / shutting_down; admitted requests (queued
+// and running) finish; after drain_timeout_ms the rest are cancelled with UNAVAILABLE. The
+// I/O thread exits once every admitted request has had its terminal message.
+//
+// THREADING: Start/Wait on the owner's thread; BeginDrain/DrainNow and the ReplySink methods
+//            from any thread; everything else runs on the I/O thread.
+// ERRORS:    Start returns a Status (bind failure, bad endpoint, CURVE misconfiguration).
+#ifndef SIFT_DAEMON_FRONT_END_H_
+#define SIFT_DAEMON_FRONT_END_H_
+
+#include <atomic>
+#include <deque>
+#include <functional>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <thread>
+#include <unordered_map>
+#include <vector>
+#include <zmq.hpp>
+
+#include "daemon/backend.h"
+#include "daemon/curve.h"
+#include "daemon/metrics.h"
+#include "daemon/scheduler.h"
+
+namespace sift::daemon {
+
+struct FrontEndOptions {
+  std::vector<std::string> endpoints = {"tcp://127.0.0.1:7700"};
+  CurveConfig curve;  // required for non-loopback endpoints
+  int workers = 1;
+  int64_t queue_size = 64;
+  int hwm = 10000;                       // SNDHWM / RCVHWM per client pipe (messages)
+  int linger_ms = 2000;                  // how long close waits to deliver final messages
+  int64_t max_message_bytes = 64 << 20;  // larger: INVALID_ARGUMENT / message_too_large
+  int heartbeat_ms = 1000;               // application heartbeat when a request is quiet
+  int zmq_heartbeat_ms = 5000;           // ZMTP PING interval (timeout = 3x)
+  int drain_timeout_ms = 30000;
+  int64_t default_deadline_ms = 0;  // applied when a request has none; 0 = none
+  size_t client_backlog = 10000;    // messages held for a client that is not reading
+};
+
+class FrontEnd final : public ReplySink {
+ public:
+  FrontEnd(FrontEndOptions options, Backend& backend, Metrics& metrics);
+  ~FrontEnd() override;
+  FrontEnd(const FrontEnd&) = delete;
+  FrontEnd& operator=(const FrontEnd&) = delete;
+
+  // Binds every endpoint and starts the workers and the I/O thread.
+  Status Start();
+  // Actual bound endpoints (a "*" port resolved), valid after Start.
+  const std::vector<std::string>& endpoints() const { return bound_; }
+  const std::string& curve_public_key() const { return options_.curve.server_public; }
+
+  void BeginDrain();
+  void DrainNow();  // cancel everything now (second signal)
+  bool draining() const { return draining_.load(); }
+  // Blocks until the I/O thread has exited (after a drain) and the workers are joined.
+  void Wait();
+  // Called on the I/O thread right before it exits.
+  void set_on_stopped(std::function<void()> fn) { on_stopped_ = std::move(fn); }
+
+  int64_t live_requests() const { return live_count_.load(); }
+  Scheduler& scheduler() { return scheduler_; }
+
+  // ReplySink (worker threads).
+  void Send(const std::shared_ptr<LiveRequest>& request, nlohmann::json header) override;
+  bool SendTerminal(const std::shared_ptr<LiveRequest>& request, nlohmann::json header) override;
+
+ private:
+  struct OutItem {
+    std::shared_ptr<LiveRequest> request;
+    nlohmann::json header;
+    bool terminal = false;
+  };
+  enum class SendResult { kSent, kWouldBlock, kGone };
+
+  void Push(OutItem item);
+  void Wake();
+  void IoLoop();
+  void ProcessOutbox();
+  void HandleMessage(std::vector<zmq::message_t>& frames, Clock::time_point received);
+  void HandleGenerate(const std::string& identity, ClientMessage& message,
+                      Clock::time_point received);
+  void HandleCancel(const std::string& identity, const ClientMessage& message);
+  void Housekeeping(Clock::time_point now);
+  // Terminates a request the I/O thread owns (removed from the queue) with an error.
+  void TerminateFromIo(const std::shared_ptr<LiveRequest>& request, const Status& status,
+                       const nlohmann::json& details);
+  void RecordTerminal(const LiveRequest& request, const nlohmann::json& header);
+  void Reject(const std::string& identity, const ClientMessage& message, const Status& status,
+              const nlohmann::json& details = nullptr, int64_t retry_after_ms = -1);
+  void Transmit(const std::string& identity, const nlohmann::json& header);
+  SendResult TrySend(const std::string& identity, const std::string& bytes);
+  void FlushBacklogs();
+  void ClientGone(const std::string& identity, const char* why);
+  int64_t RetryAfterMs() const;
+  bool DrainFinished() const;
+
+  FrontEndOptions options_;
+  Backend& backend_;
+  Metrics& metrics_;
+  Scheduler scheduler_;
+  std::vector<std::string> bound_;
+
+  zmq::context_t context_;
+  zmq::socket_t router_;
+  zmq::socket_t zap_;
+  std::thread io_thread_;
+  std::function<void()> on_stopped_;
+
+  // Outbox: filled by workers, emptied by the I/O thread; a byte on the pipe wakes it.
+  mutable std::mutex out_mu_;
+  std::deque<OutItem> outbox_;  // guarded by out_mu_
+  int wake_pipe_[2] = {-1, -1};
+
+  std::atomic<bool> draining_{false};
+  std::atomic<bool> drain_now_{false};
+  std::atomic<int64_t> live_count_{0};
+
+  // ---- I/O thread only ----
+  std::unordered_map<std::string, std::shared_ptr<LiveRequest>> live_;
+  std::unordered_map<std::string, std::deque<std::string>> backlog_;
+  Clock::time_point drain_deadline_;
+  bool drain_started_ = false;
+  bool drain_cancelled_ = false;
+  double service_ms_ewma_ = 100;  // worker time per request, for retry_after_ms
+};
+
+}  // namespace sift::daemon
+
+#endif  // SIFT_DAEMON_FRONT_END_H_

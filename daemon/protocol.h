@@ -1,0 +1,149 @@
+// The siftd client protocol "SIFT/1": frames, message schemas, error codes (docs/protocol.md).
+//
+// Every message, in both directions, is a multipart ZeroMQ message
+//   [magic "SIFT/1"] [header: UTF-8 JSON object] [binary frame 0] [binary frame 1] ...
+// sent by a DEALER client to the daemon's ROUTER (which adds and strips the routing id).
+// Client messages: generate, cancel, ping, list. Replies: accepted, chunk, heartbeat, final,
+// error (a generate ends with exactly one final or error), pong, listing.
+//
+// This file parses client messages into plain structs (checking every field's type and range)
+// and builds reply headers. It knows nothing about sockets, models or threads, so the daemon,
+// the command-line client and the tests share it.
+//
+// THREADING: pure functions and value types.
+// ERRORS:    parsing returns a Status (INVALID_ARGUMENT with a reason slug) and never throws.
+#ifndef SIFT_DAEMON_PROTOCOL_H_
+#define SIFT_DAEMON_PROTOCOL_H_
+
+#include <cstdint>
+#include <nlohmann/json.hpp>
+#include <string>
+#include <string_view>
+#include <utility>
+#include <vector>
+
+#include "sift/status.h"
+
+namespace sift::daemon {
+
+inline constexpr std::string_view kMagic = "SIFT/1";
+inline constexpr size_t kMaxIdBytes = 256;
+inline constexpr size_t kMaxStopStrings = 16;
+
+// Wire names of status codes: "CANCELLED", "INVALID_ARGUMENT", ...
+const char* WireCode(StatusCode code);
+// Whether a client may retry the same request later (RESOURCE_EXHAUSTED, UNAVAILABLE).
+bool IsRetryable(StatusCode code);
+
+enum class MessageType { kGenerate, kCancel, kPing, kList };
+const char* MessageTypeName(MessageType type);
+
+// How a generate message gives its input (exactly one per request).
+enum class InputKind {
+  kContextQuestion,  // "context" + "question": chat-templated; the question is its own span
+  kMessages,         // "messages": chat-templated; the last message is the question
+  kPrompt,           // "prompt": raw text, no template; the last question_tokens are the question
+  kTokens,           // "tokens": raw token ids (JSON array or a binary int32 frame)
+};
+const char* InputKindName(InputKind kind);
+
+struct ChatTurn {
+  std::string role;
+  std::string content;
+};
+
+struct GenerateRequest {
+  std::string id;
+  std::string pipeline;
+  InputKind input = InputKind::kPrompt;
+  std::string context, question, system;  // kContextQuestion ("system" optional)
+  std::vector<ChatTurn> messages;         // kMessages
+  std::string prompt;                     // kPrompt
+  std::vector<int32_t> tokens;            // kTokens
+  int64_t question_tokens = -1;           // kPrompt/kTokens question span; -1 = daemon default
+  // Sampling and limits.
+  double temperature = 0.0;
+  int64_t top_k = 0;
+  double top_p = 1.0;
+  uint64_t seed = 0;
+  int64_t max_tokens = 128;
+  std::vector<std::string> stop;
+  std::vector<int32_t> stop_token_ids;
+  bool ignore_eos = false;
+  // Per-request stage parameter overrides: {"<stage label or plugin>": {"key": value}}.
+  nlohmann::json params = nlohmann::json::object();
+  bool stream = true;
+  int64_t deadline_ms = 0;  // relative to arrival at the daemon; 0 = none
+};
+
+struct ClientMessage {
+  MessageType type = MessageType::kPing;
+  std::string id;  // generate/cancel: required; ping/list: optional, echoed
+  bool has_id = false;
+  nlohmann::json nonce;  // ping: echoed
+  GenerateRequest generate;
+};
+
+// Parses the frames of one client message (routing id already removed). On failure `out->id`
+// / `out->has_id` are still set when the header carried a usable id, so the error can echo it.
+// Reasons: bad_frames, bad_magic, unsupported_version, bad_json, bad_header, unknown_type,
+// missing_field, bad_field, bad_input.
+Status ParseClientMessage(const std::vector<std::string_view>& frames, ClientMessage* out);
+
+// The top-level string "id" of a header frame, found by a streaming scan that builds no
+// document (for answering a message that is rejected unparsed, e.g. because it is too large).
+// Returns false if there is none.
+bool ExtractId(std::string_view header, std::string* id);
+
+// ---- replies (headers; callers add the magic frame) ----
+
+struct StageReport {
+  std::string stage;   // label in the pipeline
+  std::string plugin;  // name@version
+  std::string kind;    // prefill, filter, select, reuse, decode
+  double ms = 0;
+};
+
+// Everything a `final` carries besides the text.
+struct FinalReport {
+  std::string text;
+  std::string finish_reason;  // stop, length, context_full, cancelled
+  int64_t prompt_tokens = 0;
+  int64_t completion_tokens = 0;
+  int64_t tokens_before = 0;  // prompt tokens entering the pipeline
+  int64_t tokens_kept = 0;    // KV entries kept per layer and head (mean) after compression
+  int64_t kv_bytes = 0;
+  int64_t kv_bytes_full = 0;
+  double queue_ms = 0, prefill_ms = 0, ttft_ms = 0, decode_ms = 0, e2e_ms = 0;
+  std::vector<StageReport> stages;
+  uint64_t catalog_generation = 0;
+};
+
+nlohmann::json AcceptedHeader(const std::string& id, const std::string& pipeline,
+                              int64_t queue_position);
+nlohmann::json ChunkHeader(const std::string& id, int64_t seq, const std::string& text,
+                           const std::vector<int32_t>& token_ids);
+// state: "queued" or "running"; progress may be null.
+nlohmann::json HeartbeatHeader(const std::string& id, const std::string& state, double elapsed_ms,
+                               const nlohmann::json& progress);
+nlohmann::json FinalHeader(const std::string& id, const std::string& pipeline,
+                           const FinalReport& report);
+// `id` null when the message had no usable id. retry_after_ms < 0: omitted.
+nlohmann::json ErrorHeader(const nlohmann::json& id, const Status& status,
+                           const nlohmann::json& details = nullptr, int64_t retry_after_ms = -1);
+nlohmann::json ErrorHeader(const ClientMessage& message, const Status& status,
+                           const nlohmann::json& details = nullptr, int64_t retry_after_ms = -1);
+
+// JSON text of a header; invalid UTF-8 (e.g. a partial character) becomes U+FFFD.
+std::string Serialize(const nlohmann::json& header);
+
+// ---- client side helpers (the sift CLI, tests) ----
+
+// Parses a reply's frames (magic, header, ...) into its header; bad_magic / bad_json on failure.
+Status ParseReply(const std::vector<std::string_view>& frames, nlohmann::json* header);
+// True for `final` and `error` replies that end a generate.
+bool IsTerminal(const nlohmann::json& header);
+
+}  // namespace sift::daemon
+
+#endif  // SIFT_DAEMON_PROTOCOL_H_

@@ -1,0 +1,54 @@
+// SiftClient: a minimal C++ client of the siftd protocol (docs/protocol.md) over a ZeroMQ
+// DEALER socket, shared by the `sift` command-line tool, the load test and the daemon tests.
+//
+// Send() writes [SIFT/1][header][blobs...]; Recv() returns the next reply's header (any
+// request's: callers match on "id"). Several requests may be in flight on one client.
+//
+// THREADING: one client per thread (ZeroMQ sockets are not thread-safe); the context may be
+//            shared.
+// ERRORS:    the constructor throws zmq::error_t on a bad endpoint; Recv returns false on
+//            timeout and a header with type "client_error" for a reply that is not SIFT/1.
+#ifndef SIFT_TOOLS_SIFT_CLI_CLIENT_H_
+#define SIFT_TOOLS_SIFT_CLI_CLIENT_H_
+
+#include <nlohmann/json.hpp>
+#include <string>
+#include <vector>
+#include <zmq.hpp>
+
+namespace sift::client {
+
+struct ClientOptions {
+  std::string endpoint = "tcp://127.0.0.1:7700";
+  // CURVE (all three or none): the server's public key and this client's key pair (Z85).
+  std::string server_public_key;
+  std::string public_key;
+  std::string secret_key;
+  int hwm = 10000;
+  int linger_ms = 0;
+};
+
+class SiftClient {
+ public:
+  SiftClient(zmq::context_t& context, const ClientOptions& options);
+
+  void Send(const nlohmann::json& header, const std::vector<std::string>& blobs = {});
+  // Sends raw frames as given (tests of malformed input).
+  void SendRaw(const std::vector<std::string>& frames);
+  bool Recv(nlohmann::json* header, int timeout_ms);
+
+  zmq::socket_t& socket() { return socket_; }
+
+ private:
+  zmq::socket_t socket_;
+};
+
+// Reads a CURVE key: the argument itself if it is a 40-character Z85 key, else the first
+// non-comment line of the file it names. Throws std::runtime_error.
+std::string ReadKey(const std::string& file_or_key);
+// The Z85 public key of a Z85 secret key. Throws std::runtime_error.
+std::string PublicKeyOf(const std::string& secret_key);
+
+}  // namespace sift::client
+
+#endif  // SIFT_TOOLS_SIFT_CLI_CLIENT_H_
