@@ -7,6 +7,8 @@
 
 #include <cstring>
 #include <limits>
+#include <memory>
+#include <random>
 #include <string>
 #include <vector>
 
@@ -358,6 +360,48 @@ TEST(GgufTest, EveryTruncationThrows) {
       ASSERT_NE(msg.find("truncated"), std::string::npos) << msg;
     }
   }
+}
+
+// Random byte corruption: Open either succeeds (and then every value and tensor can be read) or
+// throws sift::Error. Run under -DSIFT_SANITIZE=ON to catch out-of-bounds reads.
+TEST(GgufTest, RandomCorruptionThrowsOrReadsSafely) {
+  TempDir dir;
+  GgufWriter w = EveryTypeWriter();
+  w.AddTensor("a.f32", kF32, {3, 2}, FloatBytes({1, 2, 3, 4, 5, 6}));
+  w.AddTensor("b.q8_0", kQ8_0, {64, 2}, Pattern(4 * 34, 1));
+  const std::vector<uint8_t> full = w.Build();
+  const std::string path = dir.File("fuzz.gguf");
+  std::mt19937 rng(1234);
+  int opened = 0;
+  for (int iter = 0; iter < 1500; ++iter) {
+    std::vector<uint8_t> bytes = full;
+    const int flips = 1 + static_cast<int>(rng() % 4);
+    for (int k = 0; k < flips; ++k) {
+      bytes[rng() % bytes.size()] = static_cast<uint8_t>(rng());
+    }
+    GgufWriter::WriteFile(path, bytes);
+    std::unique_ptr<GgufFile> f;
+    try {
+      f = GgufFile::Open(path);
+    } catch (const Error&) {
+      continue;
+    }
+    ++opened;
+    for (const GgufKeyValue& kv : f->metadata()) {
+      (void)kv.value.ToString(1000);
+      if (kv.value.type() == GgufValueType::kArray &&
+          kv.value.array_type() == GgufValueType::kString) {
+        (void)kv.value.AsStringArray();
+      }
+    }
+    for (const GgufTensorInfo& t : f->tensors()) {
+      ASSERT_LE(t.offset + t.nbytes, f->file_size() - f->data_offset()) << t.name;
+      unsigned sum = 0;  // touch every byte: a pointer past the mapping would fault here
+      for (uint64_t i = 0; i < t.nbytes; ++i) sum += t.data[i];
+      (void)sum;
+    }
+  }
+  EXPECT_GT(opened, 0);
 }
 
 TEST(GgufTest, TruncationMessageSaysWhereAndWhat) {
