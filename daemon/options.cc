@@ -1,0 +1,124 @@
+#include "daemon/options.h"
+
+#include <boost/program_options.hpp>
+#include <fstream>
+#include <sstream>
+
+namespace sift::daemon {
+
+namespace po = boost::program_options;
+
+ParseResult ParseOptions(int argc, const char* const* argv, DaemonOptions* o,
+                         std::string* message) {
+  po::options_description general("General");
+  general.add_options()("help,h", "print this help and exit")(
+      "version", "print the version and exit")("config", po::value(&o->config_file),
+                                               "config file (key = value, keys as the long flags)")(
+      "log-level", po::value(&o->log_level)->default_value(o->log_level),
+      "debug, info, warn or error (JSON lines on stderr)")(
+      "ready-file", po::value(&o->ready_file),
+      "write {pid, endpoints, http} as JSON here once serving")(
+      "make-curve-keys", po::value(&o->make_curve_keys)->value_name("PREFIX"),
+      "write a CURVE key pair to PREFIX.key (secret) and PREFIX.pub, then exit")(
+      "worker", po::bool_switch(&o->worker),
+      "serve remote pipeline stages on --bind instead of clients");
+
+  po::options_description model("Model and catalog");
+  model.add_options()("model", po::value(&o->model)->default_value(o->model),
+                      "GGUF file or HF directory")(
+      "pipelines", po::value(&o->pipelines_dir)->default_value(o->pipelines_dir),
+      "folder of pipeline TOML files")("plugins",
+                                       po::value(&o->plugins_dir)->default_value(o->plugins_dir),
+                                       "folder of stage plugins (*.so)")(
+      "staging-dir", po::value(&o->staging_dir), "where loaded plugin copies go (default: temp)")(
+      "device", po::value(&o->device)->default_value(o->device), "cpu or cuda")(
+      "dtype", po::value(&o->dtype)->default_value(o->dtype), "bf16 or fp32")(
+      "threads", po::value(&o->threads)->default_value(o->threads),
+      "LibTorch intra-op threads (0 = all cores)")(
+      "n-ctx", po::value(&o->n_ctx)->default_value(o->n_ctx),
+      "context limit in tokens (0 = the model's); longer prompts are refused")(
+      "question-tokens", po::value(&o->question_tokens)->default_value(o->question_tokens),
+      "question span of a raw prompt: its last N tokens");
+
+  po::options_description serving("Serving");
+  serving.add_options()(
+      "bind", po::value(&o->bind)->composing(),
+      "client endpoint (repeatable; default tcp://127.0.0.1:7700; port * = any free port)")(
+      "http", po::value(&o->http)->default_value(o->http),
+      "operations HTTP host:port on loopback (/health, /metrics); 'off' disables")(
+      "workers", po::value(&o->workers)->default_value(o->workers), "inference worker threads")(
+      "queue-size", po::value(&o->queue_size)->default_value(o->queue_size),
+      "admission queue length; beyond it requests get RESOURCE_EXHAUSTED")(
+      "heartbeat-ms", po::value(&o->heartbeat_ms)->default_value(o->heartbeat_ms),
+      "heartbeat to a client whose request has been quiet this long (0 = off)")(
+      "rescan-ms", po::value(&o->rescan_ms)->default_value(o->rescan_ms),
+      "rescan plugins and pipelines this often (0 = only on SIGHUP)")(
+      "drain-timeout-ms", po::value(&o->drain_timeout_ms)->default_value(o->drain_timeout_ms),
+      "on SIGTERM, how long admitted requests may finish before they are cancelled")(
+      "default-deadline-ms",
+      po::value(&o->default_deadline_ms)->default_value(o->default_deadline_ms),
+      "deadline for requests that set none (0 = none)")(
+      "hwm", po::value(&o->hwm)->default_value(o->hwm), "ZeroMQ send/receive high-water mark")(
+      "linger-ms", po::value(&o->linger_ms)->default_value(o->linger_ms),
+      "ZeroMQ linger on close (delivery of the last messages)")(
+      "max-message-bytes", po::value(&o->max_message_bytes)->default_value(o->max_message_bytes),
+      "largest client message accepted");
+
+  po::options_description security("Security");
+  security.add_options()("curve-secret-key", po::value(&o->curve_secret_key),
+                         "server CURVE secret key file (enables CURVE)")(
+      "curve-client-keys", po::value(&o->curve_client_keys),
+      "file of authorised client public keys, one per line");
+
+  po::options_description all(
+      "siftd: serve an LLM through pipelines of compression stages.\n"
+      "usage: siftd [options]");
+  all.add(general).add(model).add(serving).add(security);
+
+  po::variables_map vm;
+  try {
+    po::store(po::parse_command_line(argc, argv, all), vm);
+    if (vm.count("config")) {
+      const std::string file = vm["config"].as<std::string>();
+      std::ifstream in(file);
+      if (!in) {
+        *message = "cannot read config file " + file;
+        return ParseResult::kError;
+      }
+      po::store(po::parse_config_file(in, all), vm);
+    }
+    po::notify(vm);
+  } catch (const po::error& e) {
+    *message = std::string(e.what()) + " (see siftd --help)";
+    return ParseResult::kError;
+  }
+  if (vm.count("help")) {
+    std::ostringstream os;
+    os << all;
+    *message = os.str();
+    return ParseResult::kExitOk;
+  }
+  if (vm.count("version")) {
+    *message = "siftd 0.1.0 (protocol SIFT/1)";
+    return ParseResult::kExitOk;
+  }
+  if (o->bind.empty()) o->bind = {"tcp://127.0.0.1:7700"};
+  auto bad = [&](const std::string& what) {
+    *message = what;
+    return ParseResult::kError;
+  };
+  if (o->workers < 1 || o->workers > 256) return bad("--workers must be in [1, 256]");
+  if (o->queue_size < 1 || o->queue_size > 1000000) {
+    return bad("--queue-size must be in [1, 1000000]");
+  }
+  if (o->hwm < 1) return bad("--hwm must be positive (finite high-water marks)");
+  if (o->heartbeat_ms < 0 || o->rescan_ms < 0 || o->drain_timeout_ms < 0 ||
+      o->default_deadline_ms < 0 || o->linger_ms < 0 || o->n_ctx < 0 || o->question_tokens < 0 ||
+      o->threads < 0) {
+    return bad("negative values are not allowed for times, sizes and counts");
+  }
+  if (o->max_message_bytes < 1024) return bad("--max-message-bytes must be at least 1024");
+  return ParseResult::kRun;
+}
+
+}  // namespace sift::daemon

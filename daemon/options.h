@@ -1,0 +1,64 @@
+// siftd's options: command-line flags and an optional config file (docs/operations.md).
+//
+// The config file uses the flags' long names as keys, one "key = value" per line ('#' starts a
+// comment); flags given on the command line win over the file. Defaults make
+//   build/bin/siftd
+// work from the repository root (model, pipelines, build/plugins; client port
+// tcp://127.0.0.1:7700, operations HTTP 127.0.0.1:7701).
+//
+// THREADING: parsed once in main.
+// ERRORS:    ParseOptions reports unknown options, bad values and unreadable config files in
+//            `message` and returns kError.
+#ifndef SIFT_DAEMON_OPTIONS_H_
+#define SIFT_DAEMON_OPTIONS_H_
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace sift::daemon {
+
+struct DaemonOptions {
+  std::string config_file;
+  // Model and catalog.
+  std::string model = "models/SmolLM2-135M-Instruct.Q4_1.gguf";
+  std::string pipelines_dir = "pipelines";
+  std::string plugins_dir = "build/plugins";
+  std::string staging_dir;  // where plugin copies go; "" = a fresh temp dir
+  std::string device = "cpu";
+  std::string dtype = "bf16";
+  int threads = 0;    // LibTorch intra-op threads; 0 = all cores
+  int64_t n_ctx = 0;  // context limit; 0 = the model's
+  int64_t question_tokens = 32;
+  // Serving.
+  std::vector<std::string> bind = {"tcp://127.0.0.1:7700"};
+  std::string http = "127.0.0.1:7701";  // "" or "off" disables the operations port
+  int workers = 1;
+  int64_t queue_size = 64;
+  int heartbeat_ms = 1000;
+  int rescan_ms = 1000;  // 0: rescan only on SIGHUP
+  int drain_timeout_ms = 30000;
+  int64_t default_deadline_ms = 0;
+  int hwm = 10000;
+  int linger_ms = 2000;
+  int64_t max_message_bytes = 64ll << 20;
+  // Security.
+  std::string curve_secret_key;
+  std::string curve_client_keys;
+  std::string make_curve_keys;  // PREFIX: write a key pair and exit
+  // Operations.
+  std::string log_level = "info";
+  std::string ready_file;
+  // Worker mode (a remote stage host): siftd --worker --bind tcp://...
+  bool worker = false;
+};
+
+enum class ParseResult { kRun, kExitOk, kError };
+
+// On kExitOk (--help, --version) `message` holds the text to print; on kError, the problem.
+ParseResult ParseOptions(int argc, const char* const* argv, DaemonOptions* options,
+                         std::string* message);
+
+}  // namespace sift::daemon
+
+#endif  // SIFT_DAEMON_OPTIONS_H_

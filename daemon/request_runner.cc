@@ -1,0 +1,187 @@
+#include "daemon/request_runner.h"
+
+#include <algorithm>
+#include <new>
+
+#include "daemon/log.h"
+#include "daemon/request_context.h"
+#include "sift/error.h"
+
+namespace sift::daemon {
+namespace {
+
+using json = nlohmann::json;
+
+// What a request holds on to: the snapshot keeps the pipeline's plugin libraries loaded.
+struct Resolved {
+  std::shared_ptr<const CatalogSnapshot> snapshot;
+  std::shared_ptr<const Pipeline> pipeline;
+};
+
+int64_t ElementBytes(at::ScalarType dtype) { return static_cast<int64_t>(c10::elementSize(dtype)); }
+
+// Bytes an uncompressed cache of n tokens takes (k + v + positions, as KvCache::Bytes counts).
+int64_t FullCacheBytes(const Model& model, int64_t n) {
+  const ModelConfig& c = model.config();
+  const int64_t per_entry = 2 * c.head_dim * ElementBytes(model.options().dtype) + 8;
+  return n * c.num_layers * c.num_kv_heads * per_entry;
+}
+
+FinalReport MakeReport(const LiveRequest& request, const Pipeline& pipeline,
+                       const RequestState& state, const RequestContext& context, const Model& model,
+                       Clock::time_point started, bool clamped) {
+  const auto now = Clock::now();
+  FinalReport r;
+  r.text = state.result.text.empty() ? context.text() : state.result.text;
+  r.finish_reason = FinishReasonName(state.result.finish);
+  if (clamped && state.result.finish == FinishReason::kLength) r.finish_reason = "context_full";
+  r.prompt_tokens = state.prompt_length;
+  r.completion_tokens = state.result.tokens.empty()
+                            ? context.tokens_emitted()
+                            : static_cast<int64_t>(state.result.tokens.size());
+  r.tokens_before = state.prompt_length;
+  if (state.stats.tokens_kept > 0) {
+    r.tokens_kept = state.stats.tokens_kept;
+  } else if (state.cache && state.cache->num_layers() > 0) {
+    // Entries per layer (and head) minus what decode appended (every token but the last).
+    const int64_t appended = std::max<int64_t>(0, r.completion_tokens - 1);
+    r.tokens_kept =
+        std::max<int64_t>(0, state.cache->TotalEntries() / state.cache->num_layers() - appended);
+  } else {
+    r.tokens_kept = static_cast<int64_t>(state.tokens.size());
+  }
+  r.kv_bytes_full = state.stats.kv_bytes_full > 0 ? state.stats.kv_bytes_full
+                                                  : FullCacheBytes(model, state.prompt_length);
+  if (state.stats.kv_bytes > 0) {
+    r.kv_bytes = state.stats.kv_bytes;
+  } else {
+    r.kv_bytes = FullCacheBytes(model, r.tokens_kept);
+  }
+  double before_decode = 0, decode = 0;
+  bool seen_decode = false;
+  for (const StageTiming& t : state.stats.stages) {
+    StageReport s{t.stage, t.plugin, "", t.ms};
+    for (const StageInfo& info : pipeline.stages()) {
+      if (info.label == t.stage) s.kind = StageKindName(info.kind);
+    }
+    if (s.kind == "decode") {
+      seen_decode = true;
+      decode += t.ms;
+    } else if (!seen_decode) {
+      before_decode += t.ms;
+    }
+    r.stages.push_back(std::move(s));
+  }
+  r.queue_ms = MsBetween(request.received, started);
+  r.e2e_ms = MsBetween(request.received, now);
+  r.ttft_ms = context.first_token_time() ? MsBetween(request.received, *context.first_token_time())
+                                         : r.e2e_ms;
+  r.prefill_ms = state.stats.prefill_ms > 0 ? state.stats.prefill_ms : before_decode;
+  r.decode_ms = state.stats.decode_ms > 0    ? state.stats.decode_ms
+                : state.result.decode_ms > 0 ? state.result.decode_ms
+                                             : decode;
+  r.catalog_generation = request.catalog_generation;
+  return r;
+}
+
+json PartialDetails(const RequestContext& context, const char* stage) {
+  json d = {{"stage", stage}, {"completion_tokens", context.tokens_emitted()}};
+  if (!context.text().empty()) d["partial_text"] = context.text();
+  return d;
+}
+
+}  // namespace
+
+CatalogBackend::CatalogBackend(std::shared_ptr<const Model> model, Catalog& catalog,
+                               BuildOptions options)
+    : model_(std::move(model)), catalog_(catalog), options_(options) {}
+
+std::shared_ptr<const void> CatalogBackend::FindPipeline(const std::string& name,
+                                                         uint64_t* generation) {
+  auto resolved = std::make_shared<Resolved>();
+  resolved->snapshot = catalog_.Snapshot();
+  if (!resolved->snapshot) return nullptr;
+  resolved->pipeline = resolved->snapshot->FindPipeline(name);
+  if (!resolved->pipeline) return nullptr;
+  *generation = resolved->snapshot->generation();
+  return resolved;
+}
+
+json CatalogBackend::ModelInfo() const {
+  const ModelConfig& c = model_->config();
+  return {{"name", c.name},
+          {"path", model_->path()},
+          {"architecture", c.architecture},
+          {"layers", c.num_layers},
+          {"heads", c.num_heads},
+          {"kv_heads", c.num_kv_heads},
+          {"context_length", c.context_length},
+          {"n_ctx", options_.n_ctx > 0 ? options_.n_ctx : c.context_length},
+          {"vocab_size", c.vocab_size},
+          {"dtype", DtypeName(model_->options().dtype)},
+          {"device", model_->options().device.str()}};
+}
+
+json CatalogBackend::List() {
+  auto snapshot = catalog_.Snapshot();
+  json out = snapshot ? snapshot->List() : json::object();
+  if (!out.is_object()) out = json::object();
+  out["model"] = ModelInfo();
+  out["catalog_generation"] = snapshot ? snapshot->generation() : 0;
+  return out;
+}
+
+json CatalogBackend::Describe() {
+  auto snapshot = catalog_.Snapshot();
+  return {{"model", model_->config().name},
+          {"catalog_generation", snapshot ? snapshot->generation() : 0}};
+}
+
+void CatalogBackend::Execute(const std::shared_ptr<LiveRequest>& request, ReplySink& sink) {
+  const auto started = Clock::now();
+  const GenerateRequest& g = request->request;
+  RequestContext context(request, sink);
+  if (request->Cancelled()) {
+    sink.SendTerminal(request, ErrorHeader(g.id, request->CancelStatus(), {{"stage", "queued"}}));
+    return;
+  }
+  const auto* resolved = static_cast<const Resolved*>(request->pipeline.get());
+  const Pipeline& pipeline = *resolved->pipeline;
+
+  RequestState state;
+  json details;
+  bool clamped = false;
+  Status status = BuildRequestState(*model_, g, options_, &state, &clamped, &details);
+  if (!status.ok()) {
+    sink.SendTerminal(request, ErrorHeader(g.id, status, details));
+    return;
+  }
+  try {
+    status = pipeline.Run(*model_, state, g.params, context);
+  } catch (const std::bad_alloc&) {
+    status = Status(StatusCode::kResourceExhausted, "out_of_memory",
+                    "out of memory while running the pipeline");
+  } catch (const std::exception& e) {
+    status = Status(StatusCode::kInternal, "internal", e.what());
+  }
+  const bool cancelled =
+      request->Cancelled() && (!status.ok() || state.result.finish == FinishReason::kCancelled);
+  if (cancelled || status.code() == StatusCode::kCancelled ||
+      status.code() == StatusCode::kDeadlineExceeded) {
+    const Status why = request->Cancelled() ? request->CancelStatus() : status;
+    sink.SendTerminal(request, ErrorHeader(g.id, why, PartialDetails(context, "running")));
+    return;
+  }
+  if (!status.ok()) {
+    if (status.code() == StatusCode::kInternal) {
+      LogError("pipeline_failed",
+               {{"req", g.id}, {"pipeline", g.pipeline}, {"error", status.ToString()}});
+    }
+    sink.SendTerminal(request, ErrorHeader(g.id, status));
+    return;
+  }
+  FinalReport report = MakeReport(*request, pipeline, state, context, *model_, started, clamped);
+  sink.SendTerminal(request, FinalHeader(g.id, g.pipeline, report));
+}
+
+}  // namespace sift::daemon
