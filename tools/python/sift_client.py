@@ -1,0 +1,177 @@
+"""A small Python client for siftd (protocol SIFT/1 over ZeroMQ; see docs/protocol.md).
+
+Needs pyzmq (Debian: python3-zmq). One SiftClient owns one DEALER socket; several requests may
+be in flight on it. Not thread-safe: use one client per thread.
+
+    from sift_client import SiftClient
+    with SiftClient("tcp://127.0.0.1:7700") as c:
+        print(c.ping())
+        for event in c.generate("full", context=text, question="Who?", max_tokens=32):
+            if event["type"] == "chunk":
+                print(event["text"], end="", flush=True)
+        final = c.last_final          # the final message (stats, usage)
+
+Errors come back as SiftError (code, reason, message, details, retryable).
+"""
+
+import itertools
+import json
+import os
+import time
+
+import zmq
+
+MAGIC = b"SIFT/1"
+
+
+class SiftError(Exception):
+    """An `error` reply: code (e.g. "INVALID_ARGUMENT"), reason slug, message, details."""
+
+    def __init__(self, header):
+        self.header = header
+        self.code = header.get("code", "UNKNOWN")
+        self.reason = header.get("reason", "")
+        self.details = header.get("details", {})
+        self.retryable = bool(header.get("retryable", False))
+        self.retry_after_ms = header.get("retry_after_ms")
+        super().__init__("%s/%s: %s" % (self.code, self.reason, header.get("message", "")))
+
+
+class SiftTimeout(Exception):
+    """No message from the daemon within the timeout."""
+
+
+class SiftClient:
+    def __init__(self, endpoint="tcp://127.0.0.1:7700", timeout_s=30.0,
+                 server_public_key=None, secret_key=None, context=None):
+        """endpoint: the daemon's client port. timeout_s: longest silence accepted while
+        waiting (the daemon heartbeats every second while a request is busy).
+        CURVE: pass the server's public key and this client's secret key (Z85 str/bytes)."""
+        self._ctx = context or zmq.Context.instance()
+        self._sock = self._ctx.socket(zmq.DEALER)
+        self._sock.setsockopt(zmq.LINGER, 0)
+        self._sock.setsockopt(zmq.SNDHWM, 10000)
+        self._sock.setsockopt(zmq.RCVHWM, 10000)
+        if server_public_key or secret_key:
+            secret = _key_bytes(secret_key)
+            self._sock.curve_serverkey = _key_bytes(server_public_key)
+            self._sock.curve_secretkey = secret
+            self._sock.curve_publickey = zmq.curve_public(secret)
+        self._sock.connect(endpoint)
+        self.timeout_s = timeout_s
+        self._ids = itertools.count(1)
+        self._pending = []  # replies read while waiting for something else
+        self.last_final = None
+
+    # -- plumbing -----------------------------------------------------------------------------
+
+    def close(self):
+        self._sock.close(0)
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
+
+    def send(self, header, blobs=()):
+        """Sends one message: [SIFT/1][JSON header][binary frames...]."""
+        frames = [MAGIC, json.dumps(header).encode("utf-8")] + [bytes(b) for b in blobs]
+        self._sock.send_multipart(frames)
+
+    def recv(self, timeout_s=None):
+        """The next reply header (any request's), or SiftTimeout."""
+        if self._pending:
+            return self._pending.pop(0)
+        timeout = self.timeout_s if timeout_s is None else timeout_s
+        if not self._sock.poll(int(timeout * 1000)):
+            raise SiftTimeout("no message from siftd in %.1f s" % timeout)
+        frames = self._sock.recv_multipart()
+        if len(frames) < 2 or frames[0] != MAGIC:
+            raise ValueError("reply is not SIFT/1: %r" % frames[:1])
+        return json.loads(frames[1].decode("utf-8"))
+
+    def _wait_for(self, predicate, timeout_s=None):
+        """Reads until predicate(header); other replies are kept for later recv() calls."""
+        kept = []
+        try:
+            while True:
+                h = self.recv(timeout_s)
+                if predicate(h):
+                    return h
+                kept.append(h)
+        finally:
+            self._pending = kept + self._pending
+
+    def new_id(self, prefix="py"):
+        return "%s-%d-%d" % (prefix, os.getpid(), next(self._ids))
+
+    # -- messages -----------------------------------------------------------------------------
+
+    def ping(self, nonce=None):
+        nonce = next(self._ids) if nonce is None else nonce
+        self.send({"type": "ping", "nonce": nonce})
+        return self._wait_for(lambda h: h.get("type") == "pong" and h.get("nonce") == nonce)
+
+    def list(self):
+        rid = self.new_id("list")
+        self.send({"type": "list", "id": rid})
+        h = self._wait_for(lambda h: h.get("id") == rid)
+        if h.get("type") == "error":
+            raise SiftError(h)
+        return h
+
+    def cancel(self, request_id):
+        self.send({"type": "cancel", "id": request_id})
+
+    def start_generate(self, pipeline, request_id=None, **fields):
+        """Sends a generate and returns its id without waiting (see generate())."""
+        rid = request_id or self.new_id()
+        header = {"type": "generate", "id": rid, "pipeline": pipeline}
+        blobs = fields.pop("blobs", ())
+        header.update({k: v for k, v in fields.items() if v is not None})
+        self.send(header, blobs)
+        return rid
+
+    def events(self, request_id):
+        """Yields the replies of one request up to and including its terminal message; an
+        `error` raises SiftError (after being yielded nowhere)."""
+        while True:
+            h = self._wait_for(lambda h: h.get("id") == request_id)
+            kind = h.get("type")
+            if kind == "error":
+                if h.get("duplicate"):
+                    continue  # answers a message that reused this id; not this request's end
+                raise SiftError(h)
+            yield h
+            if kind == "final":
+                self.last_final = h
+                return
+
+    def generate(self, pipeline, **fields):
+        """Sends a generate and yields accepted / chunk / heartbeat / final messages.
+        Fields are the protocol's: context+question, messages, prompt or tokens; sampling,
+        max_tokens, stop, params, stream, deadline_ms, question_tokens..."""
+        rid = self.start_generate(pipeline, **fields)
+        return self.events(rid)
+
+    def complete(self, pipeline, **fields):
+        """Runs a generate to the end and returns its final message (raises SiftError)."""
+        fields.setdefault("stream", False)
+        final = None
+        for h in self.generate(pipeline, **fields):
+            if h["type"] == "final":
+                final = h
+        return final
+
+
+def _key_bytes(key):
+    """A Z85 key given as str/bytes, or the path of a file whose first line holds it."""
+    if key is None:
+        raise ValueError("CURVE needs both server_public_key and secret_key")
+    if isinstance(key, bytes):
+        key = key.decode("ascii")
+    if len(key) != 40 and os.path.exists(key):
+        with open(key) as f:
+            key = next(l.strip() for l in f if l.strip() and not l.startswith("#"))
+    return key.encode("ascii")
