@@ -10,10 +10,19 @@
 // Broken plugins and pipelines do not replace working ones: a file that fails keeps the previous
 // good version serving (if any) and is listed with its error.
 //
+// Change detection: Rescan() (call it on SIGHUP) re-reads both folders at once; with
+// poll_interval_ms > 0 a background thread also checks names, sizes and mtimes and rescans
+// when a change has settled (unchanged for one interval, so half-copied files are not loaded).
+// Plugin libraries are never unloaded (daemon/plugin_loader.h); each plugin file may be loaded
+// at most kMaxGenerationsPerFile times per process, after which reloads of it are refused.
+//
 // THREADING: Snapshot() and List() are safe from any thread; Rescan() is serialised internally.
+// ERRORS:    Create throws sift::Error when a folder does not exist; everything later is
+//            reported in Rescan()'s summary, in List() and in the log.
 #ifndef SIFT_DAEMON_CATALOG_H_
 #define SIFT_DAEMON_CATALOG_H_
 
+#include <functional>
 #include <memory>
 #include <nlohmann/json.hpp>
 #include <string>
@@ -26,8 +35,10 @@
 
 namespace sift::daemon {
 
+class Plugin;  // daemon/plugin_loader.h
+
 struct StageInfo {
-  std::string label;           // the stage's name in the pipeline (e.g. "select")
+  std::string label;  // the stage's name in the pipeline (e.g. "select")
   StageKind kind = StageKind::kPrefill;
   std::string plugin;          // plugin name
   std::string plugin_version;  // version of the plugin generation this pipeline uses
@@ -55,15 +66,27 @@ class CatalogSnapshot {
   virtual uint64_t generation() const = 0;
   // nullptr when no valid pipeline has that name.
   virtual std::shared_ptr<const Pipeline> FindPipeline(const std::string& name) const = 0;
-  // {"pipelines": [{"name", "file", "stages": [...], "ok", "error"}],
-  //  "plugins": [{"name", "version", "kind", "file", "ok", "error"}]}
+  // The serving generation of a plugin (by descriptor name); nullptr when none.
+  virtual std::shared_ptr<const Plugin> FindPlugin(const std::string& name) const = 0;
+  // {"generation",
+  //  "pipelines": [{"name", "file", "description", "stages": [{"name", "kind", "plugin",
+  //                 "version", "endpoint"}], "ok", "error"}],
+  //  "plugins": [{"name", "version", "kind", "file", "hash", "generations", "ok", "error"}]}
+  // "ok": false with "error" when the file's latest version failed; a pipeline or plugin that
+  // still serves an older good version keeps its name, version and stages from that version.
   virtual nlohmann::json List() const = 0;
 };
 
+inline constexpr int kMaxGenerationsPerFile = 32;
+
 struct CatalogOptions {
-  std::string plugins_dir;
-  std::string pipelines_dir;
-  std::string staging_dir;  // where plugin copies go; "" = a fresh temp dir
+  std::string plugins_dir;      // *.so stage plugins
+  std::string pipelines_dir;    // *.toml pipelines; "" = none (a worker needs plugins only)
+  std::string staging_dir;      // where plugin copies go; "" = a fresh temp dir
+  int poll_interval_ms = 2000;  // background change detection; 0 = only on Rescan()
+  // One call per event (level "info", "warn" or "error"; fields include "event"); null =
+  // one JSON line per event on stderr.
+  std::function<void(const std::string& level, const nlohmann::json& fields)> log;
 };
 
 class Catalog {

@@ -1,0 +1,43 @@
+// The caller side of a stage hop (hop_protocol.h): send `run`, relay what comes back to the
+// request's StageContext, forward cancellation, return the `done` message.
+//
+// Cancellation: the request's context is polled every 20 ms; once Cancelled() (or once Emit
+// returned false: the client is gone) a `cancel` goes to the executor, and the call still waits
+// for `done` so the stage never runs on state its caller has released. A CANCELLED result is
+// reported as the context's CancelStatus(), or as CANCELLED "client_gone".
+//
+// Liveness (remote hops only): the executor must answer `started` within
+// HopTimeouts::first_reply_ms and then send something (a heartbeat at least) every
+// HopTimeouts::silence_ms; otherwise the hop fails UNAVAILABLE naming the endpoint. In-process
+// hops wait without limit (the executor is a thread of this process).
+//
+// THREADING: runs on the caller's thread; creates and closes its own socket.
+#ifndef SIFT_DAEMON_HOP_CLIENT_H_
+#define SIFT_DAEMON_HOP_CLIENT_H_
+
+#include <string>
+#include <vector>
+
+#include "daemon/hop_protocol.h"
+#include "sift/stage.h"
+
+namespace sift::daemon {
+
+struct HopTimeouts {
+  int first_reply_ms = 10000;
+  int silence_ms = 10000;
+};
+
+struct HopOutcome {
+  Status status;
+  HopMessage done;  // the `done` message (header and payload); empty when no done arrived
+};
+
+// `header` gets its "hop" id here. `timeouts` null = wait without limit (in process).
+HopOutcome CallHop(const std::string& endpoint, nlohmann::json header,
+                   std::vector<zmq::message_t> payload, StageContext& context,
+                   const HopTimeouts* timeouts);
+
+}  // namespace sift::daemon
+
+#endif  // SIFT_DAEMON_HOP_CLIENT_H_

@@ -1,0 +1,38 @@
+// LocalStageHost: the in-process executor of stage hops.
+//
+// One HopServer per process bound to an inproc endpoint and served by a background thread
+// (started on first use, never stopped: it lives as long as the process). A local hop's `run`
+// message carries, as its only payload frame, a handle: the address of the caller's LocalHopJob.
+// The request state is never copied; the caller blocks in CallHop until `done`, so the job
+// outlives its use. Only this inproc server accepts handles; a tcp worker never does.
+//
+// The executor thread adopts the caller's LibTorch thread-local state (grad mode, inference
+// mode, ...) for the duration of the stage.
+//
+// THREADING: LocalStageEndpoint() is thread-safe.
+#ifndef SIFT_DAEMON_LOCAL_STAGE_HOST_H_
+#define SIFT_DAEMON_LOCAL_STAGE_HOST_H_
+
+#include <ATen/ThreadLocalState.h>
+
+#include <string>
+
+#include "sift/model.h"
+#include "sift/request_state.h"
+#include "sift/stage.h"
+
+namespace sift::daemon {
+
+struct LocalHopJob {
+  Stage* stage = nullptr;
+  const Model* model = nullptr;
+  RequestState* state = nullptr;
+  at::ThreadLocalState thread_state;  // captured on the caller's thread
+};
+
+// The endpoint to send local hops to (starts the host on first call).
+const std::string& LocalStageEndpoint();
+
+}  // namespace sift::daemon
+
+#endif  // SIFT_DAEMON_LOCAL_STAGE_HOST_H_

@@ -1,0 +1,151 @@
+#include "daemon/pipeline_runner.h"
+
+#include <chrono>
+
+#include "daemon/local_stage_host.h"
+#include "daemon/state_codec.h"
+#include "sift/error.h"
+
+namespace sift::daemon {
+namespace {
+
+using nlohmann::json;
+
+// The overrides that apply to one stage: its plugin's entry, then its label's.
+json StageOverrides(const ResolvedStage& stage, const json& overrides) {
+  json merged = json::object();
+  for (const std::string& key : {stage.config.plugin, stage.config.label}) {
+    auto it = overrides.find(key);
+    if (it != overrides.end() && it->is_object()) merged.update(*it);
+  }
+  return merged;
+}
+
+Status CheckOverrideKeys(const std::string& pipeline, const std::vector<ResolvedStage>& stages,
+                         const json& overrides) {
+  if (overrides.is_null()) return Status::Ok();
+  if (!overrides.is_object()) {
+    return Status(StatusCode::kInvalidArgument, "bad_override",
+                  "overrides must be an object keyed by stage name");
+  }
+  for (const auto& [key, value] : overrides.items()) {
+    bool found = false;
+    std::string names;
+    for (const ResolvedStage& s : stages) {
+      found = found || key == s.config.label || key == s.config.plugin;
+      names += (names.empty() ? "" : ", ") + s.config.label;
+    }
+    if (!found) {
+      return Status(StatusCode::kInvalidArgument, "bad_override",
+                    "overrides: pipeline '" + pipeline + "' has no stage or plugin '" + key +
+                        "' (stages: " + names + ")");
+    }
+    if (!value.is_object()) {
+      return Status(StatusCode::kInvalidArgument, "bad_override",
+                    "overrides: '" + key + "' must be an object of parameters");
+    }
+  }
+  return Status::Ok();
+}
+
+Status RunLocal(const ResolvedStage& stage, Stage& instance, const Model& model,
+                RequestState& state, StageContext& context) {
+  LocalHopJob job{&instance, &model, &state, at::ThreadLocalState()};
+  const LocalHopJob* handle = &job;
+  std::vector<zmq::message_t> payload;
+  payload.emplace_back(&handle, sizeof(handle));
+  json header = {{"plugin", stage.plugin->name()},
+                 {"version", stage.plugin->version()},
+                 {"label", stage.config.label}};
+  return CallHop(LocalStageEndpoint(), std::move(header), std::move(payload), context, nullptr)
+      .status;
+}
+
+Status RunRemote(const ResolvedStage& stage, const json& params, const Model& model,
+                 RequestState& state, StageContext& context, const HopTimeouts& timeouts) {
+  EncodedState encoded;
+  try {
+    encoded = EncodeState(state);
+  } catch (const std::exception& e) {
+    return Status(StatusCode::kInternal, "encode_failed", e.what());
+  }
+  std::vector<zmq::message_t> payload;
+  for (const at::Tensor& t : encoded.tensors) payload.push_back(TensorFrame(t));
+  json header = {{"plugin", stage.plugin->name()}, {"version", stage.plugin->version()},
+                 {"label", stage.config.label},    {"params", params},
+                 {"model", ModelSignature(model)}, {"state", std::move(encoded.header)}};
+  encoded.tensors.clear();
+  HopOutcome out =
+      CallHop(stage.config.endpoint, std::move(header), std::move(payload), context, &timeouts);
+  auto it = out.done.header.find("state");
+  if (it != out.done.header.end()) {
+    std::vector<FrameView> views;
+    for (const zmq::message_t& m : out.done.payload) views.push_back({m.data(), m.size()});
+    try {
+      DecodeState(*it, views, model.options().device, &state);
+    } catch (const std::exception& e) {
+      return Status(StatusCode::kInternal, "bad_worker_reply",
+                    stage.config.endpoint + ": " + e.what());
+    }
+  }
+  return out.status;
+}
+
+}  // namespace
+
+json ModelSignature(const Model& model) {
+  const ModelConfig& c = model.config();
+  return {{"layers", c.num_layers},
+          {"heads", c.num_heads},
+          {"kv_heads", c.num_kv_heads},
+          {"head_dim", c.head_dim},
+          {"vocab", c.vocab_size},
+          {"hidden", c.hidden_size},
+          {"dtype", DtypeName(model.options().dtype)}};
+}
+
+Status RunPipeline(const std::string& pipeline, const std::vector<ResolvedStage>& stages,
+                   const Model& model, RequestState& state, const json& overrides,
+                   StageContext& context, const HopTimeouts& timeouts) {
+  SIFT_RETURN_IF_ERROR(CheckOverrideKeys(pipeline, stages, overrides));
+  std::vector<StageHandle> instances;
+  std::vector<json> params;
+  for (const ResolvedStage& stage : stages) {
+    const json stage_overrides = StageOverrides(stage, overrides);
+    try {
+      instances.push_back(InstantiateStage(stage, stage_overrides, model));
+    } catch (const std::exception& e) {
+      return Status(StatusCode::kInvalidArgument, "bad_override", e.what());
+    }
+    json p = stage.config.params.ToJson();
+    p.update(stage_overrides);
+    params.push_back(std::move(p));
+  }
+  for (size_t i = 0; i < stages.size(); ++i) {
+    const Status planned = instances[i]->Plan(model, state.plan);
+    if (!planned.ok()) {
+      return Status(planned.code(), planned.reason(),
+                    "stage '" + stages[i].config.label + "' (plan): " + planned.message());
+    }
+  }
+  for (size_t i = 0; i < stages.size(); ++i) {
+    const ResolvedStage& stage = stages[i];
+    if (context.Cancelled()) return context.CancelStatus();
+    const auto start = std::chrono::steady_clock::now();
+    const Status status = stage.config.endpoint.empty()
+                              ? RunLocal(stage, *instances[i], model, state, context)
+                              : RunRemote(stage, params[i], model, state, context, timeouts);
+    state.stats.stages.push_back(StageTiming{
+        stage.config.label, stage.plugin->id(),
+        std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start)
+            .count()});
+    if (!status.ok()) {
+      return Status(
+          status.code(), status.reason(),
+          "stage '" + stage.config.label + "' (" + stage.plugin->id() + "): " + status.message());
+    }
+  }
+  return Status::Ok();
+}
+
+}  // namespace sift::daemon

@@ -1,0 +1,42 @@
+// Pipeline runner: one request through a validated pipeline's stages.
+//
+// Order of work: build every stage instance from its parameters plus the request's overrides
+// (any bad override fails the request before anything runs), let each stage Plan() in order,
+// then hop stage by stage. Each hop is a ZeroMQ message (hop_protocol.h):
+//   - in process: to the LocalStageHost, carrying a handle to the state (no copy);
+//   - endpoint = "tcp://...": to a `siftd --worker`, carrying the state serialised
+//     (state_codec.h) both ways; the worker builds its own instance of the same plugin version
+//     from the same parameters (the local instance only planned). Progress and streamed text
+//     are relayed; cancellation is forwarded.
+// Per-stage wall times go to state.stats.stages ({label, plugin@version, ms}), failed stages
+// included.
+//
+// Overrides: {"<stage label or plugin name>": {"key": value, ...}, ...}; a plugin-name entry
+// applies to every stage of that plugin, a label entry to that stage (and wins).
+//
+// THREADING: runs on the caller's thread (blocked while each hop runs on its executor).
+// ERRORS:    returns INVALID_ARGUMENT for bad overrides, the failing stage's status (its message
+//            prefixed with the stage), UNAVAILABLE for an unreachable worker.
+#ifndef SIFT_DAEMON_PIPELINE_RUNNER_H_
+#define SIFT_DAEMON_PIPELINE_RUNNER_H_
+
+#include <nlohmann/json.hpp>
+#include <string>
+#include <vector>
+
+#include "daemon/hop_client.h"
+#include "daemon/pipeline_config.h"
+#include "sift/stage.h"
+
+namespace sift::daemon {
+
+Status RunPipeline(const std::string& pipeline, const std::vector<ResolvedStage>& stages,
+                   const Model& model, RequestState& state, const nlohmann::json& overrides,
+                   StageContext& context, const HopTimeouts& timeouts = {});
+
+// What a worker checks before running a stage for a caller: the same architecture shapes.
+nlohmann::json ModelSignature(const Model& model);
+
+}  // namespace sift::daemon
+
+#endif  // SIFT_DAEMON_PIPELINE_RUNNER_H_

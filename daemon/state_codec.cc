@@ -1,0 +1,355 @@
+#include "daemon/state_codec.h"
+
+#include <cstring>
+#include <string>
+#include <utility>
+
+#include "sift/error.h"
+
+namespace sift::daemon {
+namespace {
+
+using nlohmann::json;
+
+struct DtypeName {
+  at::ScalarType dtype;
+  const char* name;
+};
+constexpr DtypeName kDtypes[] = {
+    {at::kFloat, "f32"}, {at::kBFloat16, "bf16"}, {at::kHalf, "f16"},  {at::kDouble, "f64"},
+    {at::kLong, "i64"},  {at::kInt, "i32"},       {at::kShort, "i16"}, {at::kChar, "i8"},
+    {at::kByte, "u8"},   {at::kBool, "bool"},
+};
+
+// ---- encoding ----
+
+class Encoder {
+ public:
+  // Descriptor of `t` (null when undefined); its bytes become the next frame.
+  json Tensor(const at::Tensor& t) {
+    if (!t.defined()) return nullptr;
+    at::Tensor c = t.to(at::kCPU).contiguous();
+    json d = {{"frame", tensors_.size()},
+              {"dtype", WireDtypeName(c.scalar_type())},
+              {"shape", c.sizes().vec()}};
+    tensors_.push_back(std::move(c));
+    return d;
+  }
+  json Bytes(const std::string& s) {
+    at::Tensor t = at::empty({static_cast<int64_t>(s.size())}, at::kByte);
+    if (!s.empty()) std::memcpy(t.data_ptr(), s.data(), s.size());
+    return Tensor(t);
+  }
+  std::vector<at::Tensor> Take() { return std::move(tensors_); }
+
+ private:
+  std::vector<at::Tensor> tensors_;
+};
+
+json EncodeRequest(const AttentionStatsRequest& r) {
+  return {{"window", r.window},
+          {"last_query", r.last_query},
+          {"column_sum", r.column_sum},
+          {"max_from_query", r.max_from_query},
+          {"last_query_logit_sum", r.last_query_logit_sum}};
+}
+
+json EncodeCache(const KvCache* cache, Encoder& enc) {
+  if (cache == nullptr) return nullptr;
+  const KvCacheShape& shape = cache->shape();
+  json layers = json::array();
+  for (int64_t l = 0; l < cache->num_layers(); ++l) {
+    layers.push_back({{"k", enc.Tensor(cache->Keys(l))},
+                      {"v", enc.Tensor(cache->Values(l))},
+                      {"positions", enc.Tensor(cache->Positions(l))}});
+  }
+  return {{"num_layers", shape.num_layers},
+          {"num_kv_heads", shape.num_kv_heads},
+          {"head_dim", shape.head_dim},
+          {"dtype", WireDtypeName(shape.dtype)},
+          {"layers", std::move(layers)}};
+}
+
+json EncodeStats(const RequestStats& s) {
+  json stages = json::array();
+  for (const StageTiming& t : s.stages) {
+    stages.push_back({{"stage", t.stage}, {"plugin", t.plugin}, {"ms", t.ms}});
+  }
+  return {{"queue_ms", s.queue_ms},       {"prefill_ms", s.prefill_ms},
+          {"ttft_ms", s.ttft_ms},         {"decode_ms", s.decode_ms},
+          {"e2e_ms", s.e2e_ms},           {"prompt_tokens", s.prompt_tokens},
+          {"tokens_kept", s.tokens_kept}, {"kv_bytes_full", s.kv_bytes_full},
+          {"kv_bytes", s.kv_bytes},       {"stages", std::move(stages)}};
+}
+
+// ---- decoding ----
+
+// Typed access to header fields with errors that name the field path.
+const json& Field(const json& obj, const char* key, const std::string& path) {
+  SIFT_CHECK(obj.is_object(), "state header: '", path, "' is not an object");
+  auto it = obj.find(key);
+  SIFT_CHECK(it != obj.end(), "state header: missing '", path, ".", key, "'");
+  return *it;
+}
+
+template <typename T>
+T Get(const json& obj, const char* key, const std::string& path) {
+  const json& v = Field(obj, key, path);
+  try {
+    return v.get<T>();
+  } catch (const json::exception&) {
+    throw Error(
+        detail::Concat("state header: '", path, ".", key, "' has the wrong type: ", v.dump()));
+  }
+}
+
+class Decoder {
+ public:
+  Decoder(const std::vector<FrameView>& frames, const at::Device& device)
+      : frames_(frames), device_(device) {}
+
+  at::Tensor Tensor(const json& d, const std::string& path) {
+    if (d.is_null()) return at::Tensor();
+    const int64_t frame = Get<int64_t>(d, "frame", path);
+    SIFT_CHECK(frame >= 0 && frame < static_cast<int64_t>(frames_.size()), "state header: '", path,
+               "' refers to frame ", frame, " of ", frames_.size());
+    const at::ScalarType dtype = ParseWireDtype(Get<std::string>(d, "dtype", path));
+    const std::vector<int64_t> shape = Get<std::vector<int64_t>>(d, "shape", path);
+    int64_t numel = 1;
+    for (int64_t s : shape) {
+      SIFT_CHECK(s >= 0, "state header: '", path, "' has a negative dimension");
+      numel *= s;
+    }
+    const FrameView& f = frames_[frame];
+    const size_t expected = static_cast<size_t>(numel) * c10::elementSize(dtype);
+    SIFT_CHECK(f.size == expected, "state: '", path, "' (", WireDtypeName(dtype), " ",
+               json(shape).dump(), ") needs ", expected, " bytes, frame ", frame, " has ", f.size);
+    at::Tensor t = at::empty(shape, at::TensorOptions().dtype(dtype));
+    if (expected > 0) std::memcpy(t.data_ptr(), f.data, expected);
+    return device_.is_cpu() ? t : t.to(device_);
+  }
+
+  std::string Bytes(const json& d, const std::string& path) {
+    at::Tensor t = Tensor(d, path);
+    SIFT_CHECK(t.defined() && t.scalar_type() == at::kByte && t.dim() == 1, "state header: '", path,
+               "' must be a u8 vector");
+    at::Tensor c = t.to(at::kCPU);
+    return std::string(static_cast<const char*>(c.data_ptr()), c.numel());
+  }
+
+  const at::Device& device() const { return device_; }
+
+ private:
+  const std::vector<FrameView>& frames_;
+  at::Device device_;
+};
+
+AttentionStatsRequest DecodeRequest(const json& j, const std::string& path) {
+  AttentionStatsRequest r;
+  r.window = Get<int64_t>(j, "window", path);
+  r.last_query = Get<bool>(j, "last_query", path);
+  r.column_sum = Get<bool>(j, "column_sum", path);
+  r.max_from_query = Get<int64_t>(j, "max_from_query", path);
+  r.last_query_logit_sum = Get<bool>(j, "last_query_logit_sum", path);
+  return r;
+}
+
+std::unique_ptr<KvCache> DecodeCache(const json& j, Decoder& dec) {
+  if (j.is_null()) return nullptr;
+  KvCacheShape shape;
+  shape.num_layers = Get<int64_t>(j, "num_layers", "cache");
+  shape.num_kv_heads = Get<int64_t>(j, "num_kv_heads", "cache");
+  shape.head_dim = Get<int64_t>(j, "head_dim", "cache");
+  shape.dtype = ParseWireDtype(Get<std::string>(j, "dtype", "cache"));
+  shape.device = dec.device();
+  const json& layers = Field(j, "layers", "cache");
+  SIFT_CHECK(layers.is_array() && static_cast<int64_t>(layers.size()) == shape.num_layers,
+             "state header: 'cache.layers' must hold ", shape.num_layers, " layers");
+  auto cache = std::make_unique<KvCache>(shape);
+  for (int64_t l = 0; l < shape.num_layers; ++l) {
+    const std::string path = "cache.layers[" + std::to_string(l) + "]";
+    const json& layer = layers[l];
+    at::Tensor k = dec.Tensor(Field(layer, "k", path), path + ".k");
+    at::Tensor v = dec.Tensor(Field(layer, "v", path), path + ".v");
+    at::Tensor pos = dec.Tensor(Field(layer, "positions", path), path + ".positions");
+    SIFT_CHECK(k.defined() && v.defined() && pos.defined(), "state: ", path,
+               " lacks k, v or positions");
+    if (k.dim() == 3 && k.size(1) == 0) continue;  // an empty layer stays unallocated
+    cache->Set(l, k, v, pos);
+  }
+  return cache;
+}
+
+}  // namespace
+
+const char* WireDtypeName(at::ScalarType dtype) {
+  for (const DtypeName& d : kDtypes) {
+    if (d.dtype == dtype) return d.name;
+  }
+  throw Error(detail::Concat("state codec: unsupported dtype ", c10::toString(dtype)));
+}
+
+at::ScalarType ParseWireDtype(const std::string& name) {
+  for (const DtypeName& d : kDtypes) {
+    if (name == d.name) return d.dtype;
+  }
+  throw Error("state header: unknown dtype '" + name + "'");
+}
+
+EncodedState EncodeState(const RequestState& s) {
+  Encoder enc;
+  json h;
+  h["format"] = kStateFormat;
+  h["id"] = s.id;
+  static_assert(sizeof(TokenId) == sizeof(int32_t), "tokens travel as i32");
+  at::Tensor tokens = at::empty({static_cast<int64_t>(s.tokens.size())}, at::kInt);
+  if (!s.tokens.empty()) {
+    std::memcpy(tokens.data_ptr(), s.tokens.data(), s.tokens.size() * sizeof(TokenId));
+  }
+  h["tokens"] = enc.Tensor(tokens);
+  h["question_begin"] = s.question_begin;
+  h["prompt_length"] = s.prompt_length;
+  const GenerationOptions& g = s.generation;
+  h["generation"] = {{"temperature", g.sampling.temperature},
+                     {"top_k", g.sampling.top_k},
+                     {"top_p", g.sampling.top_p},
+                     {"seed", g.sampling.seed},
+                     {"max_tokens", g.max_tokens},
+                     {"stop_strings", g.stop_strings},
+                     {"stop_tokens", g.stop_tokens},
+                     {"ignore_eog", g.ignore_eog}};
+
+  h["cache"] = EncodeCache(s.cache.get(), enc);
+  h["next_position"] = s.next_position;
+  h["last_logits"] = enc.Tensor(s.last_logits);
+  json stats = json::array();
+  for (const auto& [layer, st] : s.layer_stats) {
+    stats.push_back({{"layer", layer},
+                     {"window_sum", enc.Tensor(st.window_sum)},
+                     {"last_query", enc.Tensor(st.last_query)},
+                     {"column_sum", enc.Tensor(st.column_sum)},
+                     {"max_prob", enc.Tensor(st.max_prob)},
+                     {"last_query_logit_sum", enc.Tensor(st.last_query_logit_sum)}});
+  }
+  h["layer_stats"] = std::move(stats);
+  h["hidden"] = enc.Tensor(s.hidden);
+  h["layer_cursor"] = s.layer_cursor;
+
+  json kept = json::array();
+  for (const auto& [layer, idx] : s.kept_indices) {
+    kept.push_back({{"layer", layer}, {"indices", enc.Tensor(idx)}});
+  }
+  h["kept_indices"] = std::move(kept);
+  json plan_stats = json::array();
+  for (const auto& [layer, r] : s.plan.stats) {
+    json e = EncodeRequest(r);
+    e["layer"] = layer;
+    plan_stats.push_back(std::move(e));
+  }
+  json leaders = json::array();
+  for (const auto& [follower, leader] : s.plan.reuse_leader) leaders.push_back({follower, leader});
+  h["plan"] = {{"stats", std::move(plan_stats)}, {"reuse_leader", std::move(leaders)}};
+
+  const GenerationResult& r = s.result;
+  h["result"] = {{"tokens", r.tokens},
+                 {"text", enc.Bytes(r.text)},
+                 {"finish", FinishReasonName(r.finish)},
+                 {"decode_ms", r.decode_ms}};
+  h["stats"] = EncodeStats(s.stats);
+  return EncodedState{std::move(h), enc.Take()};
+}
+
+void DecodeState(const json& h, const std::vector<FrameView>& frames, const at::Device& device,
+                 RequestState* state) {
+  SIFT_CHECK(h.is_object() && h.value("format", "") == kStateFormat,
+             "state header: expected format '", kStateFormat, "'");
+  Decoder dec(frames, device);
+  RequestState s;
+  s.id = Get<std::string>(h, "id", "");
+  at::Tensor tokens = dec.Tensor(Field(h, "tokens", ""), "tokens");
+  SIFT_CHECK(tokens.defined() && tokens.scalar_type() == at::kInt && tokens.dim() == 1,
+             "state header: 'tokens' must be an i32 vector");
+  tokens = tokens.to(at::kCPU);
+  const int32_t* tp = tokens.data_ptr<int32_t>();
+  s.tokens.assign(tp, tp + tokens.numel());
+  s.question_begin = Get<int64_t>(h, "question_begin", "");
+  s.prompt_length = Get<int64_t>(h, "prompt_length", "");
+
+  const json& g = Field(h, "generation", "");
+  s.generation.sampling.temperature = Get<double>(g, "temperature", "generation");
+  s.generation.sampling.top_k = Get<int64_t>(g, "top_k", "generation");
+  s.generation.sampling.top_p = Get<double>(g, "top_p", "generation");
+  s.generation.sampling.seed = Get<uint64_t>(g, "seed", "generation");
+  s.generation.max_tokens = Get<int64_t>(g, "max_tokens", "generation");
+  s.generation.stop_strings = Get<std::vector<std::string>>(g, "stop_strings", "generation");
+  s.generation.stop_tokens = Get<std::vector<TokenId>>(g, "stop_tokens", "generation");
+  s.generation.ignore_eog = Get<bool>(g, "ignore_eog", "generation");
+
+  s.cache = DecodeCache(Field(h, "cache", ""), dec);
+  s.next_position = Get<int64_t>(h, "next_position", "");
+  s.last_logits = dec.Tensor(Field(h, "last_logits", ""), "last_logits");
+  for (const json& e : Field(h, "layer_stats", "")) {
+    const int64_t layer = Get<int64_t>(e, "layer", "layer_stats[]");
+    const std::string path = "layer_stats[" + std::to_string(layer) + "]";
+    AttentionStats st;
+    st.window_sum = dec.Tensor(Field(e, "window_sum", path), path + ".window_sum");
+    st.last_query = dec.Tensor(Field(e, "last_query", path), path + ".last_query");
+    st.column_sum = dec.Tensor(Field(e, "column_sum", path), path + ".column_sum");
+    st.max_prob = dec.Tensor(Field(e, "max_prob", path), path + ".max_prob");
+    st.last_query_logit_sum =
+        dec.Tensor(Field(e, "last_query_logit_sum", path), path + ".last_query_logit_sum");
+    s.layer_stats[layer] = std::move(st);
+  }
+  s.hidden = dec.Tensor(Field(h, "hidden", ""), "hidden");
+  s.layer_cursor = Get<int64_t>(h, "layer_cursor", "");
+
+  for (const json& e : Field(h, "kept_indices", "")) {
+    const int64_t layer = Get<int64_t>(e, "layer", "kept_indices[]");
+    s.kept_indices[layer] = dec.Tensor(Field(e, "indices", "kept_indices[]"),
+                                       "kept_indices[" + std::to_string(layer) + "]");
+  }
+  const json& plan = Field(h, "plan", "");
+  for (const json& e : Field(plan, "stats", "plan")) {
+    s.plan.stats[Get<int64_t>(e, "layer", "plan.stats[]")] = DecodeRequest(e, "plan.stats[]");
+  }
+  for (const json& e : Field(plan, "reuse_leader", "plan")) {
+    SIFT_CHECK(
+        e.is_array() && e.size() == 2 && e[0].is_number_integer() && e[1].is_number_integer(),
+        "state header: 'plan.reuse_leader' entries must be [follower, leader]");
+    s.plan.reuse_leader[e[0].get<int64_t>()] = e[1].get<int64_t>();
+  }
+
+  const json& r = Field(h, "result", "");
+  s.result.tokens = Get<std::vector<TokenId>>(r, "tokens", "result");
+  s.result.text = dec.Bytes(Field(r, "text", "result"), "result.text");
+  const std::string finish = Get<std::string>(r, "finish", "result");
+  bool known = false;
+  for (FinishReason f : {FinishReason::kLength, FinishReason::kStop, FinishReason::kCancelled,
+                         FinishReason::kContextFull}) {
+    if (finish == FinishReasonName(f)) {
+      s.result.finish = f;
+      known = true;
+    }
+  }
+  SIFT_CHECK(known, "state header: unknown 'result.finish' '", finish, "'");
+  s.result.decode_ms = Get<double>(r, "decode_ms", "result");
+
+  const json& st = Field(h, "stats", "");
+  s.stats.queue_ms = Get<double>(st, "queue_ms", "stats");
+  s.stats.prefill_ms = Get<double>(st, "prefill_ms", "stats");
+  s.stats.ttft_ms = Get<double>(st, "ttft_ms", "stats");
+  s.stats.decode_ms = Get<double>(st, "decode_ms", "stats");
+  s.stats.e2e_ms = Get<double>(st, "e2e_ms", "stats");
+  s.stats.prompt_tokens = Get<int64_t>(st, "prompt_tokens", "stats");
+  s.stats.tokens_kept = Get<int64_t>(st, "tokens_kept", "stats");
+  s.stats.kv_bytes_full = Get<int64_t>(st, "kv_bytes_full", "stats");
+  s.stats.kv_bytes = Get<int64_t>(st, "kv_bytes", "stats");
+  for (const json& t : Field(st, "stages", "stats")) {
+    s.stats.stages.push_back(StageTiming{Get<std::string>(t, "stage", "stats.stages[]"),
+                                         Get<std::string>(t, "plugin", "stats.stages[]"),
+                                         Get<double>(t, "ms", "stats.stages[]")});
+  }
+  *state = std::move(s);
+}
+
+}  // namespace sift::daemon
