@@ -1,0 +1,278 @@
+// Catalog without a model: plugins and pipelines appear, change and disappear on Rescan; broken
+// files are listed with their error while the previous good version keeps serving; snapshots
+// are immutable.
+#include "daemon/catalog.h"
+
+#include <gtest/gtest.h>
+
+#include <chrono>
+#include <filesystem>
+#include <fstream>
+#include <thread>
+
+#include "daemon/plugin_loader.h"
+#include "support/temp_dir.h"
+
+namespace sift::daemon {
+namespace {
+
+namespace fs = std::filesystem;
+using nlohmann::json;
+
+std::string Served(const std::string& name) {
+  return std::string(SIFT_PLUGIN_DIR) + "/" + name + ".so";
+}
+std::string Fixture(const std::string& name) {
+  return std::string(SIFT_FIXTURE_PLUGIN_DIR) + "/" + name + ".so";
+}
+
+// Installs a file the way a careful user does: write aside, then rename into place.
+void Install(const std::string& from, const std::string& to) {
+  const std::string tmp = to + ".part";
+  fs::copy_file(from, tmp, fs::copy_options::overwrite_existing);
+  fs::rename(tmp, to);
+}
+void Write(const std::string& path, const std::string& text) {
+  std::ofstream(path + ".part") << text;
+  fs::rename(path + ".part", path);
+}
+
+const char kRecent[] = R"(name = "recent"
+[[stage]]
+plugin = "prefill_full"
+[[stage]]
+name = "select"
+plugin = "keep_recent"
+params = { keep = 8 }
+[[stage]]
+plugin = "decode_local"
+)";
+
+class CatalogTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    fs::create_directories(plugins_);
+    fs::create_directories(pipelines_);
+    for (const char* name : {"prefill_full", "decode_local", "keep_recent"}) {
+      Install(Served(name), plugins_ + "/" + name + ".so");
+    }
+    Write(pipelines_ + "/recent.toml", kRecent);
+    CatalogOptions options;
+    options.plugins_dir = plugins_;
+    options.pipelines_dir = pipelines_;
+    options.poll_interval_ms = 0;
+    options.log = [this](const std::string& level, const json& fields) {
+      log_.push_back(level + " " + fields.value("event", "") + " " + fields.value("message", ""));
+    };
+    catalog_ = Catalog::Create(options, nullptr);
+  }
+
+  json PluginItem(const std::shared_ptr<const CatalogSnapshot>& s, const std::string& file) {
+    const json list = s->List();
+    for (const json& p : list["plugins"]) {
+      if (p["file"] == plugins_ + "/" + file) return p;
+    }
+    return json();
+  }
+  json PipelineItem(const std::shared_ptr<const CatalogSnapshot>& s, const std::string& file) {
+    const json list = s->List();
+    for (const json& p : list["pipelines"]) {
+      if (p["file"] == pipelines_ + "/" + file) return p;
+    }
+    return json();
+  }
+  bool Logged(const std::string& needle) const {
+    for (const std::string& line : log_) {
+      if (line.find(needle) != std::string::npos) return true;
+    }
+    return false;
+  }
+
+  sift::testing::TempDir dir_;
+  std::string plugins_ = dir_.File("plugins"), pipelines_ = dir_.File("pipelines");
+  std::vector<std::string> log_;
+  std::unique_ptr<Catalog> catalog_;
+};
+
+TEST_F(CatalogTest, LoadsPluginsAndPipelines) {
+  auto snap = catalog_->Snapshot();
+  EXPECT_EQ(snap->generation(), 1u);
+  auto pipeline = snap->FindPipeline("recent");
+  ASSERT_NE(pipeline, nullptr);
+  ASSERT_EQ(pipeline->stages().size(), 3u);
+  EXPECT_EQ(pipeline->stages()[1].label, "select");
+  EXPECT_EQ(pipeline->stages()[1].kind, StageKind::kSelect);
+  EXPECT_EQ(pipeline->stages()[1].plugin_version, "1.0.0");
+  EXPECT_EQ(pipeline->file(), pipelines_ + "/recent.toml");
+  EXPECT_EQ(snap->FindPipeline("nope"), nullptr);
+  ASSERT_NE(snap->FindPlugin("keep_recent"), nullptr);
+  const json item = PluginItem(snap, "keep_recent.so");
+  EXPECT_EQ(item["name"], "keep_recent");
+  EXPECT_EQ(item["version"], "1.0.0");
+  EXPECT_EQ(item["kind"], "select");
+  EXPECT_EQ(item["ok"], true);
+  EXPECT_TRUE(Logged("plugin_loaded"));
+  EXPECT_TRUE(Logged("pipeline_loaded"));
+  EXPECT_EQ(catalog_->Rescan(), "no changes\n");
+  EXPECT_EQ(catalog_->Snapshot(), snap);  // nothing changed: same snapshot
+}
+
+TEST_F(CatalogTest, NewVersionSwapsInAndHeldSnapshotsKeepTheOld) {
+  auto old_snap = catalog_->Snapshot();
+  Install(Fixture("v2/keep_recent"), plugins_ + "/keep_recent.so");
+  const std::string summary = catalog_->Rescan();
+  EXPECT_NE(summary.find("loaded keep_recent@2.0.0"), std::string::npos) << summary;
+  auto new_snap = catalog_->Snapshot();
+  EXPECT_GT(new_snap->generation(), old_snap->generation());
+  EXPECT_EQ(new_snap->FindPlugin("keep_recent")->version(), "2.0.0");
+  EXPECT_EQ(new_snap->FindPipeline("recent")->stages()[1].plugin_version, "2.0.0");
+  EXPECT_EQ(old_snap->FindPlugin("keep_recent")->version(), "1.0.0");
+  EXPECT_EQ(old_snap->FindPipeline("recent")->stages()[1].plugin_version, "1.0.0");
+  EXPECT_EQ(PluginItem(new_snap, "keep_recent.so")["generations"], 2);
+}
+
+TEST_F(CatalogTest, BrokenRebuildIsListedAndThePreviousVersionKeepsServing) {
+  Install(Fixture("abi_mismatch"), plugins_ + "/keep_recent.so");
+  catalog_->Rescan();
+  auto snap = catalog_->Snapshot();
+  const json item = PluginItem(snap, "keep_recent.so");
+  EXPECT_EQ(item["ok"], false);
+  EXPECT_NE(item["error"].get<std::string>().find("plugin ABI version 999"), std::string::npos);
+  EXPECT_EQ(item["version"], "1.0.0");  // still serving
+  EXPECT_EQ(snap->FindPlugin("keep_recent")->version(), "1.0.0");
+  ASSERT_NE(snap->FindPipeline("recent"), nullptr);
+  EXPECT_TRUE(Logged("warn plugin_rejected"));
+  EXPECT_TRUE(Logged("(keeps serving keep_recent@1.0.0)"));
+  // Fixing the file heals it.
+  Install(Served("keep_recent"), plugins_ + "/keep_recent.so");
+  catalog_->Rescan();
+  EXPECT_EQ(PluginItem(catalog_->Snapshot(), "keep_recent.so")["ok"], true);
+}
+
+TEST_F(CatalogTest, BadNewPluginsAreListedWithTheirErrors) {
+  for (const char* f : {"missing_entry", "wrong_torch_version"}) {
+    Install(Fixture(f), plugins_ + "/" + f + ".so");
+  }
+  catalog_->Rescan();
+  auto snap = catalog_->Snapshot();
+  json item = PluginItem(snap, "missing_entry.so");
+  EXPECT_EQ(item["ok"], false);
+  EXPECT_EQ(item["name"], "missing_entry");
+  EXPECT_NE(item["error"].get<std::string>().find("does not export 'sift_plugin_entry'"),
+            std::string::npos);
+  item = PluginItem(snap, "wrong_torch_version.so");
+  EXPECT_NE(item["error"].get<std::string>().find("built against LibTorch 0.0.0-fixture"),
+            std::string::npos);
+  EXPECT_NE(snap->FindPipeline("recent"), nullptr);
+}
+
+TEST_F(CatalogTest, DuplicatePluginNameIsServedOnce) {
+  Install(Served("keep_recent"), plugins_ + "/zz_copy.so");
+  catalog_->Rescan();
+  const json item = PluginItem(catalog_->Snapshot(), "zz_copy.so");
+  EXPECT_EQ(item["ok"], false);
+  EXPECT_NE(item["error"].get<std::string>().find("plugin name 'keep_recent' is already provided"),
+            std::string::npos);
+}
+
+TEST_F(CatalogTest, PipelineFilesComeChangeAndGo) {
+  Write(pipelines_ + "/full.toml",
+        "[[stage]]\nplugin = \"prefill_full\"\n[[stage]]\nplugin = \"decode_local\"\n");
+  catalog_->Rescan();
+  ASSERT_NE(catalog_->Snapshot()->FindPipeline("full"), nullptr);
+
+  // A broken edit: rejected with file and line, the old version keeps serving.
+  auto before = catalog_->Snapshot()->FindPipeline("recent");
+  Write(pipelines_ + "/recent.toml", std::string(kRecent) + "[[stage]]\nplugin = \"snapk\"\n");
+  catalog_->Rescan();
+  auto snap = catalog_->Snapshot();
+  EXPECT_EQ(snap->FindPipeline("recent"), before);
+  json item = PipelineItem(snap, "recent.toml");
+  EXPECT_EQ(item["ok"], false);
+  EXPECT_NE(item["error"].get<std::string>().find(pipelines_ + "/recent.toml:10: stage 'snapk': "
+                                                               "unknown plugin 'snapk'"),
+            std::string::npos)
+      << item["error"];
+  EXPECT_TRUE(Logged("(keeps serving the previous version)"));
+
+  // A good edit replaces it.
+  std::string edited = kRecent;
+  edited.replace(edited.find("keep = 8"), 8, "keep = 16");
+  Write(pipelines_ + "/recent.toml", edited);
+  catalog_->Rescan();
+  snap = catalog_->Snapshot();
+  EXPECT_NE(snap->FindPipeline("recent"), before);
+  EXPECT_EQ(PipelineItem(snap, "recent.toml")["ok"], true);
+
+  // Deleting removes it.
+  fs::remove(pipelines_ + "/full.toml");
+  catalog_->Rescan();
+  EXPECT_EQ(catalog_->Snapshot()->FindPipeline("full"), nullptr);
+  EXPECT_TRUE(PipelineItem(catalog_->Snapshot(), "full.toml").is_null());
+}
+
+TEST_F(CatalogTest, NewBadPipelineIsListedButNotServed) {
+  Write(pipelines_ + "/bad.toml", "[[stage]]\nplugin = \"keep_recent\"\n");
+  catalog_->Rescan();
+  auto snap = catalog_->Snapshot();
+  EXPECT_EQ(snap->FindPipeline("bad"), nullptr);
+  const json item = PipelineItem(snap, "bad.toml");
+  EXPECT_EQ(item["name"], "bad");
+  EXPECT_NE(item["error"].get<std::string>().find("the first stage must be a prefill"),
+            std::string::npos);
+}
+
+TEST_F(CatalogTest, DeletingAPluginKeepsItsPipelinesOnTheLoadedGeneration) {
+  fs::remove(plugins_ + "/keep_recent.so");
+  catalog_->Rescan();
+  auto snap = catalog_->Snapshot();
+  EXPECT_EQ(snap->FindPlugin("keep_recent"), nullptr);
+  EXPECT_TRUE(PluginItem(snap, "keep_recent.so").is_null());
+  ASSERT_NE(snap->FindPipeline("recent"), nullptr);  // last good version
+  EXPECT_EQ(PipelineItem(snap, "recent.toml")["ok"], false);
+}
+
+TEST_F(CatalogTest, GenerationsPerFileAreCapped) {
+  // Trailing bytes change the hash but not the library, so each append is a "rebuild".
+  const std::string path = plugins_ + "/keep_recent.so";
+  for (int i = 1; i < kMaxGenerationsPerFile; ++i) {
+    std::ofstream(path, std::ios::app | std::ios::binary) << 'x';
+    catalog_->Rescan();
+  }
+  EXPECT_EQ(PluginItem(catalog_->Snapshot(), "keep_recent.so")["ok"], true);
+  std::ofstream(path, std::ios::app | std::ios::binary) << 'x';
+  catalog_->Rescan();
+  const json item = PluginItem(catalog_->Snapshot(), "keep_recent.so");
+  EXPECT_EQ(item["ok"], false);
+  EXPECT_NE(item["error"].get<std::string>().find("restart siftd"), std::string::npos);
+  EXPECT_NE(catalog_->Snapshot()->FindPlugin("keep_recent"), nullptr);
+}
+
+TEST(CatalogWatchTest, PollingPicksUpSettledChanges) {
+  sift::testing::TempDir dir;
+  const std::string plugins = dir.File("plugins"), pipelines = dir.File("pipelines");
+  fs::create_directories(plugins);
+  fs::create_directories(pipelines);
+  for (const char* name : {"prefill_full", "decode_local"}) {
+    Install(Served(name), plugins + "/" + name + ".so");
+  }
+  CatalogOptions options{plugins, pipelines, "", 50, [](const std::string&, const json&) {}};
+  auto catalog = Catalog::Create(options, nullptr);
+  Write(pipelines + "/full.toml",
+        "[[stage]]\nplugin = \"prefill_full\"\n[[stage]]\nplugin = \"decode_local\"\n");
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(5);
+  while (catalog->Snapshot()->FindPipeline("full") == nullptr &&
+         std::chrono::steady_clock::now() < deadline) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+  EXPECT_NE(catalog->Snapshot()->FindPipeline("full"), nullptr);
+}
+
+TEST(CatalogCreateTest, MissingFolderThrows) {
+  CatalogOptions options;
+  options.plugins_dir = "/nonexistent/plugins";
+  EXPECT_THROW(Catalog::Create(options, nullptr), std::exception);
+}
+
+}  // namespace
+}  // namespace sift::daemon

@@ -1,0 +1,212 @@
+// Pipeline files: every error names the file, the line and the key; kinds must be in a legal
+// order. (Parameter types and ranges need a model: plugins_model_test.cc.)
+#include "daemon/pipeline_config.h"
+
+#include <gtest/gtest.h>
+
+#include <fstream>
+
+#include "sift/error.h"
+#include "support/temp_dir.h"
+
+namespace sift::daemon {
+namespace {
+
+// A plugin of a given kind that is never instantiated (no model is passed to validation).
+std::shared_ptr<const Plugin> FakePlugin(const std::string& name, StageKind kind) {
+  Plugin::Info info;
+  info.name = name;
+  info.version = "1.0.0";
+  info.kind = kind;
+  return std::make_shared<Plugin>(info, nullptr, nullptr);
+}
+
+PluginMap Plugins() {
+  PluginMap m;
+  m["prefill_full"] = FakePlugin("prefill_full", StageKind::kPrefill);
+  m["gemfilter"] = FakePlugin("gemfilter", StageKind::kFilter);
+  m["snapkv"] = FakePlugin("snapkv", StageKind::kSelect);
+  m["layerwise"] = FakePlugin("layerwise", StageKind::kReuse);
+  m["decode_local"] = FakePlugin("decode_local", StageKind::kDecode);
+  return m;
+}
+
+// The error of parsing + validating `text` as pipelines/t.toml ("" when valid).
+std::string ErrorOf(const std::string& text) {
+  try {
+    PipelineConfig config = ParsePipelineText(text, "pipelines/t.toml");
+    ValidatePipeline(config, Plugins(), nullptr);
+    return "";
+  } catch (const std::exception& e) {
+    return e.what();
+  }
+}
+
+// A pipeline of the given plugins, one [[stage]] each (stage i's header on line 2 + 3*i).
+std::string Chain(const std::vector<std::string>& plugins) {
+  std::string text = "name = \"t\"\n";
+  for (const std::string& p : plugins) text += "[[stage]]\nplugin = \"" + p + "\"\n\n";
+  return text;
+}
+
+TEST(PipelineConfigTest, ParsesTheDocumentedSchema) {
+  const std::string text = R"(name = "snap"
+description = "SnapKV"
+model = "default"
+
+[[stage]]
+name = "prefill"
+plugin = "prefill_full"
+[stage.params]
+chunk_size = 4096
+ratios = [0.5, 0.25]
+
+[[stage]]
+name = "select"
+plugin = "snapkv"
+params = { window = 32, pooling = "max", per_head = true }
+
+[[stage]]
+plugin = "decode_local"
+endpoint = "tcp://127.0.0.1:5601"
+)";
+  PipelineConfig c = ParsePipelineText(text, "pipelines/snap.toml");
+  EXPECT_EQ(c.name, "snap");
+  EXPECT_EQ(c.description, "SnapKV");
+  ASSERT_EQ(c.stages.size(), 3u);
+  EXPECT_EQ(c.stages[0].label, "prefill");
+  EXPECT_EQ(c.stages[0].where, "pipelines/snap.toml:5");
+  EXPECT_EQ(c.stages[0].params.ToJson(),
+            nlohmann::json({{"chunk_size", 4096}, {"ratios", {0.5, 0.25}}}));
+  EXPECT_EQ(c.stages[1].params.ToJson(),
+            nlohmann::json({{"window", 32}, {"pooling", "max"}, {"per_head", true}}));
+  EXPECT_EQ(c.stages[2].label, "decode_local");  // default label: the plugin name
+  EXPECT_EQ(c.stages[2].endpoint, "tcp://127.0.0.1:5601");
+  std::vector<ResolvedStage> stages = ValidatePipeline(c, Plugins(), nullptr);
+  EXPECT_EQ(stages[1].plugin->name(), "snapkv");
+}
+
+TEST(PipelineConfigTest, NameDefaultsToTheFileStem) {
+  PipelineConfig c = ParsePipelineText(Chain({"prefill_full", "decode_local"}).substr(11),
+                                       "pipelines/my_pipe.toml");
+  EXPECT_EQ(c.name, "my_pipe");
+}
+
+TEST(PipelineConfigTest, ParamsCarryTheirOwnLines) {
+  PipelineConfig c = ParsePipelineText(
+      "[[stage]]\nplugin = \"snapkv\"\n[stage.params]\nwindow = 32\nbudget = 128\n",
+      "pipelines/p.toml");
+  try {
+    c.stages[0].params.Fail("budget", "too big");
+    FAIL();
+  } catch (const std::exception& e) {
+    EXPECT_STREQ(e.what(),
+                 "pipelines/p.toml:5: stage 'snapkv' (plugin snapkv): key 'budget': "
+                 "too big");
+  }
+}
+
+TEST(PipelineConfigTest, TomlSyntaxErrorNamesTheLine) {
+  const std::string error = ErrorOf("name = \"t\"\n\n[[stage]]\nplugin = prefill_full\n");
+  EXPECT_EQ(error.rfind("pipelines/t.toml:4: ", 0), 0u) << error;
+}
+
+TEST(PipelineConfigTest, UnknownPluginListsTheKnownOnes) {
+  EXPECT_EQ(ErrorOf(Chain({"prefill_full", "snapk", "decode_local"})),
+            "pipelines/t.toml:5: stage 'snapk': unknown plugin 'snapk' (known: decode_local, "
+            "gemfilter, layerwise, prefill_full, snapkv)");
+}
+
+TEST(PipelineConfigTest, UnknownKeysAreRejectedWithTheirLine) {
+  EXPECT_EQ(ErrorOf("name = \"t\"\nmodle = \"x\"\n" + Chain({"prefill_full"}).substr(11)),
+            "pipelines/t.toml:2: unknown key 'modle' (expected: description, model, name, "
+            "stage)");
+  EXPECT_EQ(ErrorOf("[[stage]]\nplugin = \"prefill_full\"\nendpiont = \"tcp://a:1\"\n"),
+            "pipelines/t.toml:3: stage 1: unknown key 'endpiont' (expected: endpoint, name, "
+            "params, plugin)");
+}
+
+TEST(PipelineConfigTest, MissingAndMistypedValues) {
+  EXPECT_EQ(ErrorOf("[[stage]]\nname = \"p\"\n"),
+            "pipelines/t.toml:1: stage 1: missing key 'plugin'");
+  EXPECT_EQ(ErrorOf("[[stage]]\nplugin = 3\n"),
+            "pipelines/t.toml:2: stage 1: key 'plugin' must be a plugin name");
+  EXPECT_EQ(ErrorOf("[[stage]]\nplugin = \"prefill_full\"\nparams = 3\n"),
+            "pipelines/t.toml:3: stage 'prefill_full': key 'params' must be a table");
+  EXPECT_EQ(ErrorOf("name = \"t\"\n"), "pipelines/t.toml:1: no stages: add [[stage]] tables");
+  EXPECT_EQ(ErrorOf("model = \"llama\"\n[[stage]]\nplugin = \"prefill_full\"\n"),
+            "pipelines/t.toml:1: key 'model': unknown model 'llama' (this siftd serves "
+            "\"default\")");
+  EXPECT_EQ(ErrorOf("[[stage]]\nplugin = \"prefill_full\"\n[stage.params]\nwhen = 1979-05-27\n"),
+            "pipelines/t.toml:4: parameter 'when': dates and times are not supported");
+}
+
+TEST(PipelineConfigTest, EndpointMustBeTcpHostPort) {
+  EXPECT_EQ(ErrorOf("[[stage]]\nplugin = \"prefill_full\"\nendpoint = \"localhost:5\"\n"),
+            "pipelines/t.toml:3: stage 'prefill_full': key 'endpoint' must look like "
+            "\"tcp://host:port\", got \"localhost:5\"");
+}
+
+TEST(PipelineConfigTest, DuplicateStageNames) {
+  EXPECT_EQ(ErrorOf(Chain({"prefill_full", "snapkv", "snapkv", "decode_local"})),
+            "pipelines/t.toml:8: stage 'snapkv': a stage with this name already exists (set "
+            "distinct 'name's)");
+}
+
+TEST(PipelineConfigTest, LegalKindOrders) {
+  EXPECT_EQ(ErrorOf(Chain({"prefill_full", "decode_local"})), "");
+  EXPECT_EQ(ErrorOf(Chain({"prefill_full", "snapkv", "decode_local"})), "");
+  EXPECT_EQ(ErrorOf(Chain({"prefill_full", "snapkv", "layerwise", "decode_local"})), "");
+}
+
+TEST(PipelineConfigTest, IllegalKindOrders) {
+  EXPECT_EQ(ErrorOf(Chain({"snapkv", "decode_local"})),
+            "pipelines/t.toml:2: stage 'snapkv' (select snapkv): the first stage must be a "
+            "prefill");
+  EXPECT_EQ(ErrorOf(Chain({"prefill_full", "gemfilter", "decode_local"})),
+            "pipelines/t.toml:5: stage 'gemfilter' (filter gemfilter): a filter must be "
+            "followed by a prefill (it replaces the prompt and clears the cache)");
+  EXPECT_EQ(ErrorOf(Chain({"prefill_full", "layerwise", "decode_local"})),
+            "pipelines/t.toml:5: stage 'layerwise' (reuse layerwise): a reuse must come right "
+            "after a select");
+  EXPECT_EQ(ErrorOf(Chain({"prefill_full", "decode_local", "snapkv"})),
+            "pipelines/t.toml:5: stage 'decode_local' (decode decode_local): the decode stage "
+            "must be the last stage");
+  EXPECT_EQ(ErrorOf(Chain({"prefill_full", "snapkv"})),
+            "pipelines/t.toml:5: stage 'snapkv' (select snapkv): the last stage must be a "
+            "decode, not a select");
+}
+
+TEST(PipelineConfigTest, PrefillAgainOnlyAfterAFilter) {
+  std::string text =
+      "[[stage]]\nname = \"p1\"\nplugin = \"prefill_full\"\n"
+      "[[stage]]\nname = \"p2\"\nplugin = \"prefill_full\"\n"
+      "[[stage]]\nplugin = \"decode_local\"\n";
+  EXPECT_EQ(ErrorOf(text),
+            "pipelines/t.toml:4: stage 'p2' (prefill prefill_full): a prefill "
+            "must be the first stage or come right after a filter");
+  text =
+      "[[stage]]\nname = \"p1\"\nplugin = \"prefill_full\"\n"
+      "[[stage]]\nplugin = \"gemfilter\"\n"
+      "[[stage]]\nname = \"p2\"\nplugin = \"prefill_full\"\n"
+      "[[stage]]\nplugin = \"snapkv\"\n"
+      "[[stage]]\nplugin = \"decode_local\"\n";
+  EXPECT_EQ(ErrorOf(text), "");
+}
+
+TEST(PipelineConfigTest, ShippedPipelinesParse) {
+  for (const char* name : {"full", "recent"}) {
+    const std::string path = std::string(SIFT_SOURCE_DIR) + "/pipelines/" + name + ".toml";
+    PipelineConfig c = ParsePipelineFile(path);
+    EXPECT_EQ(c.name, name);
+    EXPECT_EQ(c.stages.front().plugin, "prefill_full");
+    EXPECT_EQ(c.stages.back().plugin, "decode_local");
+  }
+}
+
+TEST(PipelineConfigTest, MissingFileIsAnError) {
+  EXPECT_THROW(ParsePipelineFile("/nonexistent/x.toml"), Error);
+}
+
+}  // namespace
+}  // namespace sift::daemon
