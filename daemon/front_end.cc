@@ -20,6 +20,7 @@ constexpr int kHousekeepingMs = 20;
 constexpr int kMaxFrames = 64;
 constexpr int kRecvBatch = 256;
 constexpr int kDrainGraceMs = 5000;  // after drain_timeout_ms, for cancelled work to report
+constexpr int kSummaryMs = 10000;    // a "summary" log line this often, when there was traffic
 
 std::string Hex(const std::string& bytes) {
   static const char* kDigits = "0123456789abcdef";
@@ -476,6 +477,19 @@ void FrontEnd::Housekeeping(Clock::time_point now) {
       }
     }
   }
+  if (now >= next_summary_) {
+    if (summary_ok_ + summary_failed_ > 0) {
+      LogInfo("summary", {{"interval_s", kSummaryMs / 1000},
+                          {"requests_ok", summary_ok_},
+                          {"requests_failed", summary_failed_},
+                          {"requests_per_s", (summary_ok_ + summary_failed_) * 1000.0 / kSummaryMs},
+                          {"queue_depth", scheduler_.queued()},
+                          {"running", scheduler_.running()},
+                          {"live", live_.size()}});
+    }
+    summary_ok_ = summary_failed_ = 0;
+    next_summary_ = now + std::chrono::milliseconds(kSummaryMs);
+  }
   const auto heartbeat = std::chrono::milliseconds(options_.heartbeat_ms);
   std::vector<std::shared_ptr<LiveRequest>> expired;
   std::vector<std::shared_ptr<LiveRequest>> quiet;
@@ -522,6 +536,7 @@ void FrontEnd::RecordTerminal(const LiveRequest& request, const json& header) {
   std::string outcome = ok ? "ok" : Lower(header.value("code", "internal"));
   if (!ok && request.cause() == CancelCause::kClientGone) outcome = "client_gone";
   metrics_.Add("sift_requests_total", {{"pipeline", pipeline}, {"outcome", outcome}});
+  ++(ok ? summary_ok_ : summary_failed_);
   json line = {{"req", request.request.id},
                {"client", Hex(request.identity)},
                {"pipeline", pipeline},

@@ -142,6 +142,9 @@ class FrontEnd final : public ReplySink {
   bool drain_started_ = false;
   bool drain_cancelled_ = false;
   double service_ms_ewma_ = 100;  // worker time per request, for retry_after_ms
+  // Periodic summary log line: terminals since the last one.
+  Clock::time_point next_summary_ = Clock::now();
+  int64_t summary_ok_ = 0, summary_failed_ = 0;
 };
 
 }  // namespace sift::daemon

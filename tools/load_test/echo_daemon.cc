@@ -1,0 +1,123 @@
+// sift-echo-daemon: siftd's front end (ZeroMQ ROUTER, I/O thread, admission queue, workers,
+// heartbeats, metrics) with a trivial backend instead of the model, for measuring the daemon's
+// own overhead: protocol + dispatch with no model compute.
+//
+//   sift-echo-daemon --ready-file FILE [--bind tcp://127.0.0.1:*] [--workers 1]
+//                    [--queue-size 64]
+//
+// Its one pipeline, "echo", streams the words of the prompt (or question) back as chunks and
+// ends with a final whose stats carry one stage ("echo", the time the backend took) and the
+// same timing fields as siftd's. Runs until SIGTERM/SIGINT (graceful drain).
+#include <signal.h>
+#include <unistd.h>
+
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <fstream>
+#include <sstream>
+#include <string>
+
+#include "daemon/front_end.h"
+#include "daemon/log.h"
+
+namespace {
+
+using namespace sift::daemon;
+using json = nlohmann::json;
+
+class EchoBackend : public Backend {
+ public:
+  std::shared_ptr<const void> FindPipeline(const std::string& name, uint64_t* gen) override {
+    *gen = 1;
+    return name == "echo" ? std::make_shared<int>(0) : nullptr;
+  }
+  json List() override {
+    return {{"pipelines", {{{"name", "echo"}, {"ok", true}, {"stages", json::array()}}}},
+            {"plugins", json::array()},
+            {"model", {{"name", "none (echo)"}}}};
+  }
+  json Describe() override { return {{"model", "none (echo)"}, {"catalog_generation", 1}}; }
+  void Execute(const std::shared_ptr<LiveRequest>& r, ReplySink& sink) override {
+    const auto started = Clock::now();
+    const GenerateRequest& g = r->request;
+    std::istringstream words(g.input == InputKind::kPrompt ? g.prompt : g.question);
+    std::string w, text;
+    int64_t seq = 0, n = 0;
+    std::optional<Clock::time_point> first;
+    while (words >> w && n < g.max_tokens) {
+      if (r->Cancelled()) {
+        sink.SendTerminal(r, ErrorHeader(g.id, r->CancelStatus()));
+        return;
+      }
+      if (!first) first = Clock::now();
+      text += w + " ";
+      ++n;
+      if (g.stream) sink.Send(r, ChunkHeader(g.id, seq++, w + " ", {static_cast<int32_t>(n)}));
+    }
+    FinalReport report;
+    report.text = text;
+    report.finish_reason = "stop";
+    report.prompt_tokens = report.tokens_before = report.tokens_kept = n;
+    report.completion_tokens = n;
+    const auto now = Clock::now();
+    report.queue_ms = MsBetween(r->received, started);
+    report.stages = {{"echo", "echo@0", "decode", MsBetween(started, now)}};
+    report.ttft_ms = MsBetween(r->received, first ? *first : now);
+    report.e2e_ms = MsBetween(r->received, now);
+    report.catalog_generation = 1;
+    sink.SendTerminal(r, FinalHeader(g.id, g.pipeline, report));
+  }
+};
+
+FrontEnd* g_front_end = nullptr;
+volatile sig_atomic_t g_signal = 0;
+void OnSignal(int sig) { g_signal = sig; }
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  FrontEndOptions o;
+  o.endpoints = {"tcp://127.0.0.1:*"};
+  std::string ready_file;
+  for (int i = 1; i + 1 < argc; i += 2) {
+    const std::string k = argv[i], v = argv[i + 1];
+    if (k == "--ready-file") {
+      ready_file = v;
+    } else if (k == "--bind") {
+      o.endpoints = {v};
+    } else if (k == "--workers") {
+      o.workers = std::atoi(v.c_str());
+    } else if (k == "--queue-size") {
+      o.queue_size = std::atoll(v.c_str());
+    } else {
+      std::fprintf(stderr,
+                   "usage: sift-echo-daemon --ready-file F [--bind E] [--workers N] "
+                   "[--queue-size N]\n");
+      return 2;
+    }
+  }
+  SetLogLevel(LogLevel::kWarn);
+  struct sigaction sa {};
+  sa.sa_handler = OnSignal;
+  sigaction(SIGTERM, &sa, nullptr);
+  sigaction(SIGINT, &sa, nullptr);
+  EchoBackend backend;
+  Metrics metrics;
+  FrontEnd front_end(o, backend, metrics);
+  g_front_end = &front_end;
+  sift::Status st = front_end.Start();
+  if (!st.ok()) {
+    std::fprintf(stderr, "sift-echo-daemon: %s\n", st.ToString().c_str());
+    return 1;
+  }
+  if (!ready_file.empty()) {
+    std::ofstream(ready_file + ".tmp")
+        << json({{"pid", ::getpid()}, {"endpoints", front_end.endpoints()}}).dump() << "\n";
+    std::rename((ready_file + ".tmp").c_str(), ready_file.c_str());
+  }
+  while (!g_signal) ::usleep(50000);
+  front_end.BeginDrain();
+  front_end.Wait();
+  return 0;
+}
