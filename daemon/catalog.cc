@@ -4,15 +4,14 @@
 
 #include <chrono>
 #include <condition_variable>
-#include <ctime>
 #include <filesystem>
 #include <fstream>
-#include <iostream>
 #include <map>
 #include <mutex>
 #include <sstream>
 #include <thread>
 
+#include "daemon/log.h"
 #include "daemon/pipeline_config.h"
 #include "daemon/pipeline_runner.h"
 #include "daemon/plugin_loader.h"
@@ -126,17 +125,6 @@ bool Stamp(const std::string& path, FileStamp* stamp) {
   return !ec1 && !ec2;
 }
 
-std::string Fnv1a64(const std::string& bytes) {
-  uint64_t h = 1469598103934665603ull;
-  for (unsigned char c : bytes) {
-    h ^= c;
-    h *= 1099511628211ull;
-  }
-  char hex[17];
-  std::snprintf(hex, sizeof(hex), "%016llx", static_cast<unsigned long long>(h));
-  return hex;
-}
-
 std::string MakeTempDir() {
   const char* tmp = std::getenv("TMPDIR");
   std::string templ = std::string(tmp && *tmp ? tmp : "/tmp") + "/siftd-plugins-XXXXXX";
@@ -146,13 +134,15 @@ std::string MakeTempDir() {
   return buf.data();
 }
 
-void LogToStderr(const std::string& level, const json& fields) {
-  const std::time_t now = std::time(nullptr);
-  char ts[32];
-  std::strftime(ts, sizeof(ts), "%Y-%m-%dT%H:%M:%SZ", std::gmtime(&now));
-  json line = {{"ts", ts}, {"level", level}, {"component", "catalog"}};
-  line.update(fields);
-  std::cerr << line.dump(-1, ' ', false, json::error_handler_t::replace) + "\n" << std::flush;
+// The default sink: the daemon's structured log (daemon/log.h).
+void LogToDaemonLog(const std::string& level, const json& fields) {
+  json rest = fields;
+  const std::string event = rest.value("event", "catalog");
+  rest.erase("event");
+  rest["component"] = "catalog";
+  LogLevel parsed = LogLevel::kInfo;
+  ParseLogLevel(level, &parsed);
+  Log(parsed, event, rest);
 }
 
 class CatalogImpl : public Catalog {
@@ -162,7 +152,7 @@ class CatalogImpl : public Catalog {
         model_(std::move(model)),
         owns_staging_(options.staging_dir.empty()),
         loader_(owns_staging_ ? MakeTempDir() : options.staging_dir) {
-    if (!options_.log) options_.log = &LogToStderr;
+    if (!options_.log) options_.log = &LogToDaemonLog;
     for (const std::string* dir : {&options_.plugins_dir, &options_.pipelines_dir}) {
       if (dir == &options_.pipelines_dir && dir->empty()) continue;
       SIFT_CHECK(fs::is_directory(*dir), "catalog: folder ", *dir, " does not exist");
@@ -310,7 +300,7 @@ class CatalogImpl : public Catalog {
       if (!in) continue;
       std::ostringstream text;
       text << in.rdbuf();
-      const std::string hash = Fnv1a64(text.str());
+      const std::string hash = HashBytes(text.str());
       PipelineEntry& entry = pipelines_[file];
       if (hash == entry.hash && !revalidate) continue;
       const bool content_changed = hash != entry.hash;

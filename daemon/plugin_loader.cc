@@ -37,7 +37,7 @@ std::string ReadFile(const std::string& path) {
   return os.str();
 }
 
-std::string Fnv1a64(const std::string& bytes) {
+std::string Fnv1a64Hex(const std::string& bytes) {
   uint64_t h = 1469598103934665603ull;
   for (unsigned char c : bytes) {
     h ^= c;
@@ -86,7 +86,8 @@ std::string CheckDescriptor(const sift_plugin_descriptor& d) {
 const char* HostTorchVersion() { return SIFT_BUILD_TORCH_VERSION; }
 const char* HostCxxAbi() { return SIFT_BUILD_CXX_ABI; }
 
-std::string HashFile(const std::string& path) { return Fnv1a64(ReadFile(path)); }
+std::string HashBytes(const std::string& bytes) { return Fnv1a64Hex(bytes); }
+std::string HashFile(const std::string& path) { return Fnv1a64Hex(ReadFile(path)); }
 
 void StageDeleter::operator()(Stage* stage) const {
   if (stage != nullptr) plugin->descriptor()->destroy(stage);
@@ -128,7 +129,7 @@ LoadOutcome PluginLoader::Load(const std::string& path, const Model* model) cons
   } catch (const Error& e) {
     return fail(e.what());
   }
-  info.content_hash = Fnv1a64(bytes);
+  info.content_hash = HashBytes(bytes);
   info.staged_path =
       (fs::path(staging_dir_) / (fs::path(path).stem().string() + "." + info.content_hash + "." +
                                  std::to_string(counter++) + ".so"))

@@ -97,7 +97,9 @@ class PluginLoader {
   std::string staging_dir_;
 };
 
-// FNV-1a 64 of a file's bytes as 16 hex digits. Throws sift::Error when unreadable.
+// FNV-1a 64 as 16 hex digits: of bytes, or of a file's bytes (throws sift::Error when the file
+// is unreadable). A change detector, not a security measure.
+std::string HashBytes(const std::string& bytes);
 std::string HashFile(const std::string& path);
 
 // This siftd's build info, as plugins must match it ("2.3.0", "gcc13;cxx11abi=1").

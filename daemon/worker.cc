@@ -4,12 +4,11 @@
 
 #include <atomic>
 #include <chrono>
-#include <ctime>
-#include <iostream>
 #include <thread>
 
 #include "daemon/catalog.h"
 #include "daemon/hop_server.h"
+#include "daemon/log.h"
 #include "daemon/pipeline_runner.h"
 #include "daemon/plugin_loader.h"
 #include "daemon/state_codec.h"
@@ -24,15 +23,6 @@ std::atomic<bool> g_rescan{false};
 
 extern "C" void OnStopSignal(int) { g_stop = true; }
 extern "C" void OnHangup(int) { g_rescan = true; }
-
-void Log(const std::string& level, json fields) {
-  const std::time_t now = std::time(nullptr);
-  char ts[32];
-  std::strftime(ts, sizeof(ts), "%Y-%m-%dT%H:%M:%SZ", std::gmtime(&now));
-  json line = {{"ts", ts}, {"level", level}, {"component", "worker"}};
-  line.update(fields);
-  std::cerr << line.dump(-1, ' ', false, json::error_handler_t::replace) + "\n" << std::flush;
-}
 
 // Installs handlers for the worker's lifetime and restores the previous ones after.
 class SignalScope {
@@ -119,7 +109,7 @@ void RequestWorkerStop() { g_stop = true; }
 
 int RunWorker(const WorkerOptions& options) {
   if (options.model == nullptr) {
-    Log("error", {{"event", "worker_failed"}, {"message", "RunWorker: no model"}});
+    LogError("worker_failed", {{"component", "worker"}, {"message", "RunWorker: no model"}});
     return 2;
   }
   g_stop = false;
@@ -137,12 +127,12 @@ int RunWorker(const WorkerOptions& options) {
           return RunRemoteStage(request, context, plugins, model);
         });
   } catch (const std::exception& e) {
-    Log("error", {{"event", "worker_failed"}, {"message", e.what()}});
+    LogError("worker_failed", {{"component", "worker"}, {"message", e.what()}});
     return 2;
   }
-  Log("info", {{"event", "worker_ready"},
-               {"endpoint", server->endpoint()},
-               {"plugins", catalog->Snapshot()->List()["plugins"].size()}});
+  LogInfo("worker_ready", {{"component", "worker"},
+                           {"endpoint", server->endpoint()},
+                           {"plugins", catalog->Snapshot()->List()["plugins"].size()}});
 
   std::atomic<bool> served{false};
   std::thread hangups([&] {
@@ -154,7 +144,7 @@ int RunWorker(const WorkerOptions& options) {
   server->Serve(g_stop);
   served = true;
   hangups.join();
-  Log("info", {{"event", "worker_stopped"}, {"endpoint", server->endpoint()}});
+  LogInfo("worker_stopped", {{"component", "worker"}, {"endpoint", server->endpoint()}});
   return 0;
 }
 
