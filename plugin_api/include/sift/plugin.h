@@ -11,7 +11,9 @@
 //
 //   SIFT_PLUGIN("snapkv", "1.0.0", sift::StageKind::kSelect, SnapKvStage)
 //
-// where SnapKvStage has a constructor (const sift::StageParams&, const sift::Model&).
+// where SnapKvStage has a constructor (const sift::StageParams&, const sift::Model&). The loader
+// creates one stage from empty parameters when it loads the plugin, so every parameter needs a
+// default (docs/writing-a-plugin.md).
 //
 // OWNERSHIP: the descriptor is static in the plugin. A Stage returned by create() is owned by the
 //            caller and must be released with the same descriptor's destroy(), while the library
@@ -94,7 +96,7 @@ typedef const sift_plugin_descriptor* (*sift_plugin_entry_fn)(void);
   sift::Stage* SiftPluginCreate(const sift::StageParams* params, const sift::Model* model,    \
                                 char* error, size_t error_size) {                             \
     try {                                                                                     \
-      return new sift::ExceptionGuard<STAGE_CLASS>(*params, *model);                                                \
+      return new sift::ExceptionGuard<STAGE_CLASS>(*params, *model);                        \
     } catch (const std::exception& e) {                                                       \
       std::snprintf(error, error_size, "%s", e.what());                                       \
     } catch (...) {                                                                           \
