@@ -261,7 +261,8 @@ void FrontEnd::IoLoop() {
   // Every worker is idle (or finishing a cancelled request): stop them, then deliver whatever
   // they produced last, then give up on anything still unsent.
   for (const auto& request : scheduler_.Stop()) {
-    TerminateFromIo(request, request->CancelStatus(), nullptr);
+    request->Cancel(CancelCause::kShutdown);
+    TerminateFromIo(request, request->CancelStatus(), {{"stage", "queued"}});
   }
   ProcessOutbox();
   FlushBacklogs();

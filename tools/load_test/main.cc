@@ -43,7 +43,7 @@ double Ms(Clock::time_point a, Clock::time_point b) {
 }
 
 struct Args {
-  std::string ready_file, endpoint, pipeline = "full", swap_hook, out, label;
+  std::string ready_file, endpoint, pipeline = "full", swap_hook, out, label, summary_row;
   std::string prompt = "Name a colour.";
   int clients = 32, requests = 20, max_tokens = 2, idle_pings = 1000, timeout_s = 600;
   int idle_generates = 0, rounds = 1;
@@ -216,6 +216,8 @@ bool ParseArgs(int argc, char** argv, Args* a) {
       a->max_tokens = std::atoi(next().c_str());
     else if (k == "--idle-generates")
       a->idle_generates = std::atoi(next().c_str());
+    else if (k == "--summary-row")
+      a->summary_row = next();
     else if (k == "--rounds")
       a->rounds = std::max(1, std::atoi(next().c_str()));
     else if (k == "--idle-pings")
@@ -232,7 +234,7 @@ bool ParseArgs(int argc, char** argv, Args* a) {
       std::cerr << "usage: sift-load-test (--ready-file F | --endpoint E [--pid P]) "
                    "[--clients N] [--requests N] [--pipeline P] [--prompt T] [--max-tokens N]\n"
                    "       [--idle-pings N] [--idle-generates N] [--rounds N] [--swap-hook CMD]\n"
-                   "       [--out FILE] [--label TEXT] "
+                   "       [--out FILE] [--summary-row FILE] [--label TEXT] "
                    "[--timeout-s S]\n";
       return false;
     }
@@ -431,6 +433,21 @@ int main(int argc, char** argv) {
       md << "\n";
     }
     std::ofstream(a.out, std::ios::app) << md.str();
+  }
+  if (!a.summary_row.empty()) {
+    // One row of run.sh's summary table.
+    auto pair = [&](const json& v) {
+      return v["n"].is_number() && v["n"].get<size_t>() == 0
+                 ? std::string("-")
+                 : Fmt(v["p50"].get<double>()) + " / " + Fmt(v["p99"].get<double>());
+    };
+    std::ofstream(a.summary_row, std::ios::app)
+        << "| " << a.label << " | " << completed << " / " << total << " | "
+        << (r.violations == 0 ? "0" : std::to_string(r.violations)) << " | "
+        << Fmt(completed / wall_s, 1) << " | " << Fmt(summary["overhead_ms"]["p50"].get<double>())
+        << " / " << Fmt(summary["overhead_ms"]["p99"].get<double>()) << " | "
+        << pair(summary["idle_generate_ms"]) << " | " << pair(summary["ping_idle_ms"]) << " | "
+        << Fmt(rss_growth_mb, 1) << " |\n";
   }
   return r.violations == 0 ? 0 : 1;
 }

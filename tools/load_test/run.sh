@@ -109,8 +109,12 @@ if ((QUICK)); then
 fi
 
 mkdir -p "$(dirname "$OUT")"
+SECTIONS="$TMP/sections.md"
+ROWS="$TMP/rows.md"
+: > "$SECTIONS"
+: > "$ROWS"
 CPU="$(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | xargs)"
-cat > "$OUT" <<HEAD
+cat > "$TMP/head.md" <<HEAD
 # siftd under load
 
 Regenerate: \`tools/load_test/run.sh\` (after building \`siftd\`, \`sift-load-test\`,
@@ -127,24 +131,36 @@ HEAD
 
 start_siftd
 "${LOAD[@]}" "${MODEL_LOAD[@]}" --clients 32 --requests 20 --swap-hook "$TMP/swap.sh" \
-  --out "$OUT" --label "1. siftd with the model, two plugin hot swaps during the load" || rc=$?
+  --out "$SECTIONS" --summary-row "$ROWS" \
+  --label "1. siftd with the model, two plugin hot swaps during the load" || rc=$?
 stop_daemon
 check_log "$TMP/siftd.log"
 
 start_siftd
 "${LOAD[@]}" "${MODEL_LOAD[@]}" --clients 16 --requests 10 --rounds 3 --idle-pings 200 \
-  --out "$OUT" --label "2. Control: the same daemon without hot swaps, three rounds (RSS)" || rc=$?
+  --out "$SECTIONS" --summary-row "$ROWS" \
+  --label "2. Control: the same daemon without hot swaps, three rounds (RSS)" || rc=$?
 stop_daemon
 check_log "$TMP/siftd.log"
 
 start_daemon "$TMP/echo.log" "$BUILD/bin/sift-echo-daemon" --bind 'tcp://127.0.0.1:*' \
   --workers 1 --queue-size 64
 "${LOAD[@]}" --pipeline echo --prompt "Name a colour." --max-tokens 2 --clients 32 \
-  --requests 100 --idle-generates 1000 --out "$OUT" \
+  --requests 100 --idle-generates 1000 --out "$SECTIONS" --summary-row "$ROWS" \
   --label "3. The daemon alone: same front end, trivial echo backend (no model)" || rc=$?
 stop_daemon
 check_log "$TMP/echo.log"
 
+{
+  cat "$TMP/head.md"
+  echo "## Summary"
+  echo
+  echo "| run | completed | violations | requests/s | daemon overhead p50 / p99 (ms) | one-client generate round trip p50 / p99 (ms) | idle ping p50 / p99 (ms) | RSS growth (MB) |"
+  echo "|---|---|---|---|---|---|---|---|"
+  cat "$ROWS"
+  echo
+  cat "$SECTIONS"
+} > "$OUT"
 cat >> "$OUT" <<'TAIL'
 ## Reading the numbers
 
