@@ -20,6 +20,8 @@
 #include <thread>
 #include <vector>
 
+#include <ATen/Parallel.h>
+
 #include "sift/error.h"
 #include "sift/model.h"
 
@@ -136,6 +138,7 @@ std::vector<sift::TokenId> SyntheticPrompt(int64_t n, int64_t vocab) {
 }  // namespace
 
 int main(int argc, char** argv) {
+  sift::EnsurePassiveOpenMpWait(argv);
   try {
     SIFT_CHECK(argc >= 2, "usage: sift-engine-bench MODEL [--lengths 512,2048,8192] "
                           "[--decode-context 2048] [--decode-tokens 32] [--dtypes bf16,fp32] "

@@ -6,7 +6,7 @@
 //   sift-model logits     MODEL (--text T | --chat M) [--top-k 10]   last-position top-k, JSON
 //   sift-model generate   MODEL (--prompt T | --chat M) [sampling]   streams text, timing on stderr
 //
-// Common options: --dtype bf16|fp32, --threads N. Sampling: --max-tokens N --temperature T
+// Common options: --dtype bf16|fp32, --device cpu|cuda, --threads N. Sampling: --max-tokens N --temperature T
 // --top-k K --top-p P --seed S --stop STR (repeatable) --system TEXT.
 #include <chrono>
 #include <cstdio>
@@ -47,7 +47,7 @@ struct Args {
 const char* kUsage =
     "usage: sift-model info|tokenize|detokenize|logits|generate MODEL [options]\n"
     "  --text T | --prompt T | --chat MESSAGE [--system TEXT] | --ids 1,2,3\n"
-    "  --no-special  --top-k K  --dtype bf16|fp32  --threads N\n"
+    "  --no-special  --top-k K  --dtype bf16|fp32  --device cpu|cuda  --threads N\n"
     "  --max-tokens N  --temperature T  --top-p P  --seed S  --stop STR\n";
 
 Args ParseArgs(int argc, char** argv) {
@@ -139,6 +139,7 @@ std::shared_ptr<const sift::Model> LoadModel(const Args& a) {
   sift::ModelOptions options;
   options.dtype = sift::ParseDtype(a.Get("--dtype", "bf16"));
   options.threads = std::stoi(a.Get("--threads", "0"));
+  options.device = at::Device(a.Get("--device", "cpu"));
   sift::ConfigureThreads(options.threads);
   return sift::Model::Load(a.model, options);
 }
@@ -233,6 +234,7 @@ int Generate(const Args& a) {
 }  // namespace
 
 int main(int argc, char** argv) {
+  sift::EnsurePassiveOpenMpWait(argv);
   try {
     Args a = ParseArgs(argc, argv);
     if (a.Flag("--help")) {

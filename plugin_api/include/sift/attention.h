@@ -52,6 +52,9 @@ struct AttentionOptions {
   int64_t sink = 0;           // Λ mask: always-visible leading positions (0 with window 0 = off)
   int64_t window = 0;         // Λ mask: recent positions visible (0 = unlimited)
   double scale = 0.0;         // 0 -> 1/sqrt(head_dim)
+  // Compute the products in fp32 even for bf16 inputs (CPUs without hardware bf16, where
+  // emulated bf16 products are slower than fp32 ones). The result keeps q's dtype.
+  bool upcast_fp32 = false;
 };
 
 // q: [nq, Hq, hd]; k, v: [Hkv, nk, hd] (cache layout, may be strided views);

@@ -33,6 +33,10 @@ struct ModelOptions {
   at::ScalarType dtype = at::kBFloat16;  // compute dtype of the linear layers and the KV cache
   at::Device device = at::kCPU;
   int threads = 0;                       // intra-op threads; 0 = all cores
+  // bf16 only: matrix products with at least this many rows are computed in fp32 from the bf16
+  // weights (upcast per call). -1 = automatic: 16 on CPUs without hardware bf16, else never.
+  // Matrix-vector products (decode) always stay in bf16, where fewer bytes read is the win.
+  int64_t upcast_min_rows = -1;
 };
 
 // Parses "bf16"/"bfloat16", "fp32"/"float32", "fp16"/"float16"; throws on anything else.
@@ -40,6 +44,11 @@ at::ScalarType ParseDtype(const std::string& name);
 const char* DtypeName(at::ScalarType dtype);
 // Sets LibTorch's intra-op thread count (0 = hardware concurrency). Call once at startup.
 void ConfigureThreads(int threads);
+// Call first thing in main(): unless OMP_WAIT_POLICY is set, sets it to PASSIVE and re-executes
+// the process. With the default (active) policy, OpenMP workers spin between parallel regions
+// and fight OpenBLAS's own threads for the cores; on a 2-core machine that made a 512-token
+// prefill 4x slower (measured). Returns normally when nothing needs doing.
+void EnsurePassiveOpenMpWait(char** argv);
 
 // Per-layer hooks for the full forward: which statistics a layer should collect, and where they
 // go. A default-constructed Hooks collects nothing.
@@ -112,6 +121,8 @@ class Model {
   std::vector<at::Tensor> b_qkv_;     // fused bias, undefined without attention bias
   std::vector<at::Tensor> w_gate_up_; // fused [2*ff, hidden] per layer
   at::Tensor inv_freq_;               // [hd/2] fp32
+  int64_t upcast_min_rows_ = 0;       // see ModelOptions::upcast_min_rows (resolved)
+  at::Tensor Linear(const at::Tensor& x, const at::Tensor& w, const at::Tensor& b = {}) const;
 };
 
 }  // namespace sift

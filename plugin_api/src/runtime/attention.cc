@@ -47,11 +47,15 @@ void CheckShapes(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v,
 
 }  // namespace
 
-at::Tensor Attention(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v,
+at::Tensor Attention(const at::Tensor& q_in, const at::Tensor& k_in, const at::Tensor& v_in,
                      const at::Tensor& q_pos, const at::Tensor& k_pos,
                      const AttentionOptions& options, const AttentionStatsRequest& request,
                      AttentionStats* stats) {
-  CheckShapes(q, k, v, q_pos, k_pos);
+  CheckShapes(q_in, k_in, v_in, q_pos, k_pos);
+  const bool upcast = options.upcast_fp32 && q_in.scalar_type() != at::kFloat;
+  const at::Tensor q = upcast ? q_in.to(at::kFloat) : q_in;
+  const at::Tensor k = upcast ? k_in.to(at::kFloat) : k_in;
+  const at::Tensor v = upcast ? v_in.to(at::kFloat) : v_in;
   SIFT_CHECK(!request.any() || stats != nullptr, "Attention: statistics requested without output");
   const int64_t nq = q.size(0), hq = q.size(1), hd = q.size(2);
   const int64_t hkv = k.size(0), nk = k.size(1), group = hq / hkv;
@@ -135,7 +139,7 @@ at::Tensor Attention(const at::Tensor& q, const at::Tensor& k, const at::Tensor&
     at::Tensor ob = at::bmm(probs.view({hkv, group * b, kend}).to(v.scalar_type()), vb);
     out.slice(2, i0, i1).copy_(ob.view({hkv, group, b, hd}));
   }
-  return out.view({hq, nq, hd}).permute({1, 0, 2}).contiguous();
+  return out.view({hq, nq, hd}).permute({1, 0, 2}).to(q_in.scalar_type()).contiguous();
 }
 
 at::Tensor AttentionReference(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v,

@@ -3,7 +3,10 @@
 #include <ATen/Parallel.h>
 
 #include <cmath>
+#include <cstdlib>
+#include <fstream>
 #include <thread>
+#include <unistd.h>
 
 #include "sift/error.h"
 #include "sift/gguf.h"
@@ -43,6 +46,22 @@ at::Tensor RopeInverseFrequencies(const ModelConfig& c) {
   return inv;
 }
 
+// True when the device multiplies bf16 matrices in hardware (CUDA, or x86 CPUs with AVX512-BF16
+// or AMX). Without it oneDNN emulates bf16 and large products run 3-4x slower than fp32 on the
+// same cores (docs/results/engine-baseline.md), while matrix-vector products are still faster in
+// bf16 because they are bound by the bytes read.
+bool HasNativeBf16(const at::Device& device) {
+  if (device.is_cuda()) return true;
+  std::ifstream in("/proc/cpuinfo");
+  std::string line;
+  while (std::getline(in, line)) {
+    if (line.rfind("flags", 0) != 0) continue;
+    return line.find(" avx512_bf16") != std::string::npos ||
+           line.find(" amx_bf16") != std::string::npos;
+  }
+  return false;
+}
+
 at::Tensor RmsNorm(const at::Tensor& x, const at::Tensor& weight, double eps) {
   at::Tensor xf = x.to(at::kFloat);
   at::Tensor inv = at::rsqrt(xf.pow(2).mean(-1, /*keepdim=*/true).add_(eps));
@@ -67,6 +86,15 @@ const char* DtypeName(at::ScalarType dtype) {
   }
 }
 
+void EnsurePassiveOpenMpWait(char** argv) {
+  // libgomp reads OMP_WAIT_POLICY once, when it is loaded, so it has to be in the environment
+  // before the process starts: set it and re-execute once.
+  if (std::getenv("OMP_WAIT_POLICY") != nullptr || argv == nullptr) return;
+  setenv("OMP_WAIT_POLICY", "PASSIVE", 1);
+  execv("/proc/self/exe", argv);
+  // execv only returns on failure; carry on with the active policy.
+}
+
 void ConfigureThreads(int threads) {
   int n = threads > 0 ? threads : static_cast<int>(std::thread::hardware_concurrency());
   at::set_num_threads(std::max(1, n));
@@ -86,6 +114,12 @@ std::shared_ptr<const Model> Model::Load(const std::string& path, const ModelOpt
   }
   const ModelConfig& c = model->weights_.config;
   model->inv_freq_ = RopeInverseFrequencies(c).to(options.device);
+  if (options.upcast_min_rows < 0) {
+    model->upcast_min_rows_ =
+        options.dtype == at::kBFloat16 && !HasNativeBf16(options.device) ? 16 : 0;
+  } else {
+    model->upcast_min_rows_ = options.upcast_min_rows;
+  }
   // Fuse q/k/v and gate/up into one matrix each (fewer, larger GEMMs); the per-projection
   // tensors become views of the fused storage, so memory is not doubled.
   for (LayerWeights& l : model->weights_.layers) {
@@ -130,7 +164,7 @@ at::Tensor Model::FfnNorm(int64_t layer, const at::Tensor& x) const {
 
 Model::Qkv Model::ProjectQkv(int64_t layer, const at::Tensor& h) const {
   const ModelConfig& c = config();
-  at::Tensor qkv = at::linear(h, w_qkv_.at(layer), b_qkv_.at(layer));
+  at::Tensor qkv = Linear(h, w_qkv_.at(layer), b_qkv_.at(layer));
   const int64_t n = h.size(0), hd = c.head_dim;
   Qkv out;
   out.q = qkv.narrow(1, 0, c.num_heads * hd).view({n, c.num_heads, hd});
@@ -151,19 +185,29 @@ at::Tensor Model::ApplyRope(const at::Tensor& x, const at::Tensor& positions) co
 }
 
 at::Tensor Model::OutputProjection(int64_t layer, const at::Tensor& attn) const {
-  return at::linear(attn.reshape({attn.size(0), -1}), weights_.layers.at(layer).wo).to(at::kFloat);
+  return Linear(attn.reshape({attn.size(0), -1}), weights_.layers.at(layer).wo).to(at::kFloat);
 }
 
 at::Tensor Model::Ffn(int64_t layer, const at::Tensor& h) const {
-  at::Tensor gate_up = at::linear(h, w_gate_up_.at(layer));
+  at::Tensor gate_up = Linear(h, w_gate_up_.at(layer));
   const int64_t ff = config().intermediate_size;
   at::Tensor act = at::silu(gate_up.narrow(1, 0, ff)).mul_(gate_up.narrow(1, ff, ff));
-  return at::linear(act, weights_.layers.at(layer).w_down).to(at::kFloat);
+  return Linear(act, weights_.layers.at(layer).w_down).to(at::kFloat);
 }
 
 at::Tensor Model::Logits(const at::Tensor& x) const {
   at::Tensor h = RmsNorm(x, weights_.final_norm, config().rms_norm_eps).to(options_.dtype);
-  return at::linear(h, weights_.lm_head).to(at::kFloat);
+  return Linear(h, weights_.lm_head).to(at::kFloat);
+}
+
+at::Tensor Model::Linear(const at::Tensor& x, const at::Tensor& w, const at::Tensor& b) const {
+  if (upcast_min_rows_ > 0 && x.size(0) >= upcast_min_rows_) {
+    // Matrix-matrix product in fp32 from bf16 storage: converting the weight costs one pass over
+    // it, far less than the emulated bf16 GEMM would.
+    return at::linear(x.to(at::kFloat), w.to(at::kFloat), b.defined() ? b.to(at::kFloat) : b)
+        .to(x.scalar_type());
+  }
+  return at::linear(x, w, b);
 }
 
 at::Tensor Model::Layer(int64_t layer, const at::Tensor& x, const at::Tensor& positions,
@@ -173,14 +217,16 @@ at::Tensor Model::Layer(int64_t layer, const at::Tensor& x, const at::Tensor& po
   at::Tensor pos = positions.to(options_.device, at::kLong);
   at::Tensor q = ApplyRope(qkv.q, pos);
   at::Tensor k = ApplyRope(qkv.k, pos);
+  AttentionOptions attn_options = attention;
+  attn_options.upcast_fp32 = upcast_min_rows_ > 0 && x.size(0) >= upcast_min_rows_;
   at::Tensor attn;
   if (cache != nullptr) {
     cache->Append(layer, k, qkv.v, pos);
     attn = Attention(q, cache->Keys(layer), cache->Values(layer), pos, cache->Positions(layer),
-                     attention, request, stats);
+                     attn_options, request, stats);
   } else {
-    attn = Attention(q, k.transpose(0, 1), qkv.v.transpose(0, 1), pos, pos, attention, request,
-                     stats);
+    attn = Attention(q, k.transpose(0, 1), qkv.v.transpose(0, 1), pos, pos, attn_options,
+                     request, stats);
   }
   at::Tensor h = x + OutputProjection(layer, attn);
   return h.add_(Ffn(layer, FfnNorm(layer, h)));
