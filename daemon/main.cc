@@ -4,8 +4,10 @@
 
 #include "daemon/options.h"
 #include "daemon/server.h"
+#include "sift/model.h"
 
 int main(int argc, char** argv) {
+  sift::EnsurePassiveOpenMpWait(argv);
   sift::daemon::DaemonOptions options;
   std::string message;
   switch (sift::daemon::ParseOptions(argc, argv, &options, &message)) {

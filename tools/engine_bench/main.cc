@@ -23,6 +23,7 @@
 #include <ATen/Parallel.h>
 
 #include "sift/error.h"
+#include "sift/gguf.h"
 #include "sift/model.h"
 
 namespace {
@@ -105,16 +106,18 @@ MatmulRate MeasureMatmul(const sift::ModelConfig& c, at::ScalarType dtype, int64
   return {flops / seconds / 1e9, detail.str()};
 }
 
-// GB/s reading bf16 weights in matrix-vector products over `bytes` of distinct matrices.
-double MeasureBandwidth(int64_t bytes, int64_t in) {
-  const int64_t rows = bytes / 2 / in / 8;
+// GB/s reading weights of `dtype` in matrix-vector products over `bytes` of distinct matrices
+// (more than the caches hold), as decode does.
+double MeasureBandwidth(at::ScalarType dtype, int64_t bytes, int64_t in) {
+  const int64_t elem = static_cast<int64_t>(c10::elementSize(dtype));
+  const int64_t rows = bytes / elem / in / 8;
   std::vector<at::Tensor> ws;
-  for (int i = 0; i < 8; ++i) ws.push_back(at::randn({rows, in}).to(at::kBFloat16));
-  at::Tensor x = at::randn({1, in}).to(at::kBFloat16);
+  for (int i = 0; i < 8; ++i) ws.push_back(at::randn({rows, in}).to(dtype));
+  at::Tensor x = at::randn({1, in}).to(dtype);
   double s = BestSeconds(5, [&] {
     for (auto& w : ws) at::linear(x, w);
   });
-  return 8.0 * rows * in * 2 / s / 1e9;
+  return 8.0 * rows * in * elem / s / 1e9;
 }
 
 // FLOPs of a prefill of n tokens: every linear layer, causal attention (QK and PV), LM head
@@ -179,6 +182,29 @@ int main(int argc, char** argv) {
        << "(includes the loaded weights). FLOPs count every linear layer, causal attention "
        << "(QK and PV, n(n+1)/2 pairs) and the LM head for the last row.\n\n";
 
+    // The machine's own limits, measured with the same LibTorch operations the engine uses.
+    const sift::ModelConfig c = [&] {
+      std::unique_ptr<sift::GgufFile> f = sift::GgufFile::Open(model_path);
+      return sift::ModelConfig::FromGguf(*f);
+    }();
+    const MatmulRate mm_fp32 = MeasureMatmul(c, at::kFloat, 2048);
+    const MatmulRate mm_bf16 = MeasureMatmul(c, at::kBFloat16, 2048);
+    const double best_rate = std::max(mm_fp32.gflops, mm_bf16.gflops);
+    const double bw_fp32 = MeasureBandwidth(at::kFloat, 256ll << 20, c.hidden_size);
+    const double bw_bf16 = MeasureBandwidth(at::kBFloat16, 256ll << 20, c.hidden_size);
+    md << "## Machine limits (measured in this run)\n\n"
+       << "| what | fp32 | bf16 |\n|---|---|---|\n"
+       << "| matrix product at the model's shapes, n=2048, GFLOP/s | " << mm_fp32.gflops << " | "
+       << mm_bf16.gflops << " |\n"
+       << "| matrix-vector product over 256 MiB of weights, GB/s | " << bw_fp32 << " | "
+       << bw_bf16 << " |\n\n"
+       << "Per shape (GFLOP/s): fp32 " << mm_fp32.detail << " bf16 " << mm_bf16.detail
+       << "\n\nPrefill is reported as a fraction of the faster matrix-product rate ("
+       << best_rate << " GFLOP/s); decode against weight bytes / the matrix-vector bandwidth "
+       << "of the weights' own dtype.\n\n";
+    std::fprintf(stderr, "[bench] matmul fp32 %.1f bf16 %.1f GFLOP/s; bandwidth fp32 %.1f bf16 %.1f GB/s\n",
+                 mm_fp32.gflops, mm_bf16.gflops, bw_fp32, bw_bf16);
+
     for (const std::string& dname : dtypes) {
       const at::ScalarType dtype = sift::ParseDtype(dname);
       sift::ModelOptions mo;
@@ -187,20 +213,14 @@ int main(int argc, char** argv) {
       auto t_load = Clock::now();
       auto model = sift::Model::Load(model_path, mo);
       const double load_s = Seconds(t_load);
-      const sift::ModelConfig& c = model->config();
-      MatmulRate rate = MeasureMatmul(c, dtype, 2048);
-      const double bw = MeasureBandwidth(256ll << 20, c.hidden_size);
+      const double bw = dtype == at::kFloat ? bw_fp32 : bw_bf16;
       const double weight_bytes = static_cast<double>(model->weights().Bytes());
       md << "## " << dname << "\n\n"
          << "Load " << load_s << " s; weights in memory " << weight_bytes / 1048576.0
-         << " MiB.\n\nMachine limits measured in this run: " << dname
-         << " matmul at the model's shapes (n=2048) **" << rate.gflops << " GFLOP/s** ("
-         << rate.detail << "GFLOP/s each); bf16 matrix-vector bandwidth over 256 MiB **" << bw
-         << " GB/s**.\n\n"
-         << "| prefill tokens | reps | best s | tokens/s | GFLOP/s | fraction of matmul rate | "
+         << " MiB.\n\n"
+         << "| prefill tokens | reps | best s | tokens/s | GFLOP/s | fraction of best matmul rate | "
             "peak RSS MiB |\n|---|---|---|---|---|---|---|\n";
-      std::fprintf(stderr, "[bench] %s: matmul %.1f GFLOP/s, bandwidth %.1f GB/s\n",
-                   dname.c_str(), rate.gflops, bw);
+      MatmulRate rate{best_rate, ""};
       for (int64_t n : lengths) {
         if (n > c.context_length) continue;
         std::vector<sift::TokenId> ids = SyntheticPrompt(n, c.vocab_size);
