@@ -85,10 +85,12 @@ step_build() {
 }
 
 main_job() {
-  local model="$MODEL_DIR/$MODEL_FILE"
-  log "main job: chat generation with the default model"
-  "$BUILD_DIR/bin/sift-model" generate "$model" \
-    --chat "In two sentences, why does a long prompt make LLM inference slow?" --max-tokens 96
+  log "main job: siftd serving every pipeline in pipelines/ on the default model"
+  log "  query it from another shell:  build/bin/sift generate --pipeline full \"
+  log "      --prompt 'Why is the sky blue?'          (or: build/bin/sift list)"
+  cd "$ROOT"
+  exec "$BUILD_DIR/bin/siftd" --model "$MODEL_DIR/$MODEL_FILE" --pipelines "$ROOT/pipelines" \
+    --plugins "$BUILD_DIR/plugins"
 }
 
 test_job() {
