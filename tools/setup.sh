@@ -86,8 +86,9 @@ step_build() {
 
 main_job() {
   log "main job: siftd serving every pipeline in pipelines/ on the default model"
-  log "  query it from another shell:  build/bin/sift generate --pipeline full \"
-  log "      --prompt 'Why is the sky blue?'          (or: build/bin/sift list)"
+  log "  query it from another shell:"
+  log "    build/bin/sift generate --context-file README.md --question 'What does sift do?'"
+  log "    build/bin/sift list"
   cd "$ROOT"
   exec "$BUILD_DIR/bin/siftd" --model "$MODEL_DIR/$MODEL_FILE" --pipelines "$ROOT/pipelines" \
     --plugins "$BUILD_DIR/plugins"
