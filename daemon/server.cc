@@ -240,12 +240,7 @@ int RunDaemon(const DaemonOptions& o) {
     co.staging_dir = o.staging_dir;
     // The catalog polls the folders itself (it waits until a changed file has settled, so a
     // half-copied .so is never loaded); SIGHUP forces a rescan.
-    co.poll_interval_ms = o.rescan_ms;
-    co.log = [](const std::string& level, const json& fields) {
-      LogLevel l = LogLevel::kInfo;
-      ParseLogLevel(level, &l);
-      Log(l, fields.value("event", "catalog"), fields);
-    };
+    co.poll_interval_ms = o.rescan_ms;  // its events go to the daemon's log (log.h)
     catalog_owner = Catalog::Create(co, model);
   } catch (const std::exception& e) {
     LogError("start_failed", {{"error", e.what()}});
