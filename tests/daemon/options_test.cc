@@ -1,0 +1,66 @@
+// siftd option parsing: defaults, flags, config file (flags win, repeatable options combine),
+// validation errors (daemon/options.h).
+#include "daemon/options.h"
+
+#include <gtest/gtest.h>
+
+#include <cstdio>
+#include <fstream>
+#include <string>
+#include <vector>
+
+namespace sift::daemon {
+namespace {
+
+ParseResult Parse(std::vector<std::string> args, DaemonOptions* o, std::string* message) {
+  args.insert(args.begin(), "siftd");
+  std::vector<const char*> argv;
+  for (const std::string& a : args) argv.push_back(a.c_str());
+  return ParseOptions(static_cast<int>(argv.size()), argv.data(), o, message);
+}
+
+TEST(OptionsTest, DefaultsServeFromTheRepositoryRoot) {
+  DaemonOptions o;
+  std::string message;
+  ASSERT_EQ(Parse({}, &o, &message), ParseResult::kRun) << message;
+  EXPECT_EQ(o.model, "models/SmolLM2-135M-Instruct.Q4_1.gguf");
+  EXPECT_EQ(o.pipelines_dir, "pipelines");
+  EXPECT_EQ(o.plugins_dir, "build/plugins");
+  EXPECT_EQ(o.bind, std::vector<std::string>({"tcp://127.0.0.1:7700"}));
+  EXPECT_EQ(o.http, "127.0.0.1:7701");
+  EXPECT_EQ(o.workers, 1);
+  EXPECT_EQ(o.queue_size, 64);
+}
+
+TEST(OptionsTest, ConfigFileAndFlags) {
+  const std::string path = ::testing::TempDir() + "/siftd-test.conf";
+  std::ofstream(path) << "# comment\nworkers = 3\nqueue-size = 9\nbind = ipc:///tmp/a.sock\n"
+                         "log-level = debug\n";
+  DaemonOptions o;
+  std::string message;
+  ASSERT_EQ(
+      Parse({"--config", path, "--workers", "2", "--bind", "tcp://127.0.0.1:9"}, &o, &message),
+      ParseResult::kRun)
+      << message;
+  EXPECT_EQ(o.workers, 2);     // the flag wins
+  EXPECT_EQ(o.queue_size, 9);  // from the file
+  EXPECT_EQ(o.log_level, "debug");
+  EXPECT_EQ(o.bind, std::vector<std::string>({"tcp://127.0.0.1:9", "ipc:///tmp/a.sock"}));
+  std::remove(path.c_str());
+}
+
+TEST(OptionsTest, ErrorsAndHelp) {
+  DaemonOptions o;
+  std::string message;
+  EXPECT_EQ(Parse({"--workers", "0"}, &o, &message), ParseResult::kError);
+  EXPECT_NE(message.find("--workers"), std::string::npos);
+  EXPECT_EQ(Parse({"--no-such-flag"}, &o, &message), ParseResult::kError);
+  EXPECT_EQ(Parse({"--queue-size", "many"}, &o, &message), ParseResult::kError);
+  EXPECT_EQ(Parse({"--config", "/nonexistent/siftd.conf"}, &o, &message), ParseResult::kError);
+  EXPECT_NE(message.find("/nonexistent/siftd.conf"), std::string::npos);
+  EXPECT_EQ(Parse({"--help"}, &o, &message), ParseResult::kExitOk);
+  EXPECT_NE(message.find("--queue-size"), std::string::npos);
+}
+
+}  // namespace
+}  // namespace sift::daemon
