@@ -240,7 +240,16 @@ void FrontEnd::IoLoop() {
           break;
         }
         if (!got) break;
-        HandleMessage(frames, Clock::now());
+        try {
+          HandleMessage(frames, Clock::now());
+        } catch (const std::exception& e) {
+          // A failing backend call (List, FindPipeline) must not take the I/O thread down.
+          LogError("message_failed", {{"error", e.what()}});
+          if (!frames.empty()) {
+            Transmit(frames[0].to_string(),
+                     ErrorHeader(nullptr, Status(StatusCode::kInternal, "internal", e.what())));
+          }
+        }
       }
     }
     if (zap_ && items.size() > 2 && (items[2].revents & ZMQ_POLLIN)) {
@@ -543,8 +552,8 @@ void FrontEnd::RecordTerminal(const LiveRequest& request, const json& header) {
                {"pipeline", pipeline},
                {"outcome", outcome}};
   if (ok) {
-    const json& stats = header["stats"];
-    const json& usage = header["usage"];
+    const json stats = header.value("stats", json::object());
+    const json usage = header.value("usage", json::object());
     const double e2e = JsonMs(stats, "e2e_ms"), queue = JsonMs(stats, "queue_ms");
     metrics_.Observe("sift_request_ttft_seconds", {{"pipeline", pipeline}},
                      JsonMs(stats, "ttft_ms") / 1000);
