@@ -78,6 +78,10 @@ std::string CheckDescriptor(const sift_plugin_descriptor& d) {
            "', this siftd has '" + HostCxxAbi() + "'; rebuild the plugin against this sift";
   }
   if (d.create == nullptr || d.destroy == nullptr) return "descriptor lacks create or destroy";
+  if (d.api_hash == nullptr || std::strcmp(d.api_hash, SIFT_API_HASH) != 0) {
+    return std::string("built against sift headers ") + (d.api_hash ? d.api_hash : "(null)") +
+           ", this siftd has " + SIFT_API_HASH + "; rebuild the plugin against this sift";
+  }
   return "";
 }
 

@@ -98,6 +98,14 @@ TEST_F(PluginLoaderTest, WrongTorchVersionIsRefused) {
       << error;
 }
 
+TEST_F(PluginLoaderTest, PluginBuiltAgainstOtherHeadersIsRefused) {
+  const std::string error = LoadError(Fixture("stale_headers"));
+  EXPECT_NE(error.find(std::string("built against sift headers 0000000000000000, this siftd has ") +
+                       SIFT_API_HASH),
+            std::string::npos)
+      << error;
+}
+
 TEST_F(PluginLoaderTest, NotALibraryIsRefused) {
   const std::string path = staging_.File("text.so");
   std::ofstream(path) << "this is not an ELF file\n";

@@ -88,13 +88,19 @@ TEST(PrefillFullTest, ChunkedEqualsUnchunkedIncludingStatistics) {
     return state;
   };
   RequestState whole = run(0), chunked = run(17);  // 17 does not divide the prompt
-  auto close = [](const at::Tensor& a, const at::Tensor& b, const char* what) {
+  // In bf16, a chunk of fewer than 16 rows (the remainder here) takes the bf16 matrix-product
+  // path while larger ones are computed in fp32 (ModelOptions::upcast_min_rows), so values that
+  // went through the whole network agree to bf16 precision: the reference test measures bf16
+  // logits within 0.2 of fp32, keys within a few bf16 ulps. Probabilities stay within 2e-2.
+  const bool bf16 = model.options().dtype == at::kBFloat16;
+  auto close = [](const at::Tensor& a, const at::Tensor& b, const char* what,
+                  double atol = 2e-2) {
     ASSERT_TRUE(a.defined() && b.defined()) << what;
     ASSERT_EQ(a.sizes(), b.sizes()) << what;
-    EXPECT_TRUE(at::allclose(a.to(at::kFloat), b.to(at::kFloat), 2e-2, 2e-2))
+    EXPECT_TRUE(at::allclose(a.to(at::kFloat), b.to(at::kFloat), 2e-2, atol))
         << what << " max diff " << (a.to(at::kFloat) - b.to(at::kFloat)).abs().max().item<float>();
   };
-  close(whole.last_logits, chunked.last_logits, "logits");
+  close(whole.last_logits, chunked.last_logits, "logits", bf16 ? 0.5 : 2e-2);
   for (int64_t layer : {0, 7}) {
     const AttentionStats &a = whole.layer_stats.at(layer), &b = chunked.layer_stats.at(layer);
     close(a.window_sum, b.window_sum, "window_sum");
@@ -105,7 +111,7 @@ TEST(PrefillFullTest, ChunkedEqualsUnchunkedIncludingStatistics) {
   close(whole.layer_stats[0].last_query_logit_sum, chunked.layer_stats[0].last_query_logit_sum,
         "last_query_logit_sum");
   EXPECT_EQ(whole.layer_stats.size(), 2u);
-  close(whole.cache->Keys(29), chunked.cache->Keys(29), "keys");
+  close(whole.cache->Keys(29), chunked.cache->Keys(29), "keys", bf16 ? 0.15 : 2e-2);
   EXPECT_TRUE(at::equal(whole.cache->Positions(29), chunked.cache->Positions(29)));
 }
 

@@ -3,9 +3,9 @@
 //   extern "C" const sift_plugin_descriptor* sift_plugin_entry(void);
 //
 // The descriptor starts with the ABI version; the loader checks it before reading anything else,
-// then compares the build info (sift ABI, LibTorch version, C++ ABI) with its own and refuses any
-// difference. create() and destroy() never let an exception out: create() reports failure as a
-// NULL result and a message copied into the caller's buffer.
+// then compares the build info (sift ABI, LibTorch version, C++ ABI, digest of the sift headers)
+// with its own and refuses any difference. create() and destroy() never let an exception out:
+// create() reports failure as a NULL result and a message copied into the caller's buffer.
 //
 // A plugin declares itself with one macro in its plugin.cc:
 //
@@ -28,10 +28,11 @@
 #include <cstdio>
 #include <exception>
 
+#include "sift/api_hash.h"  // generated: SIFT_API_HASH, digest of every public header
 #include "sift/stage.h"
 
 // Bump when anything a plugin compiles against changes shape (Stage, RequestState, Model, ...).
-#define SIFT_PLUGIN_ABI_VERSION 1u
+#define SIFT_PLUGIN_ABI_VERSION 2u
 
 #define SIFT_STRINGIFY_IMPL(x) #x
 #define SIFT_STRINGIFY(x) SIFT_STRINGIFY_IMPL(x)
@@ -84,6 +85,7 @@ struct sift_plugin_descriptor {
   sift::Stage* (*create)(const sift::StageParams* params, const sift::Model* model, char* error,
                          size_t error_size);
   void (*destroy)(sift::Stage* stage);
+  const char* api_hash;       // SIFT_API_HASH of the headers the plugin was compiled with
 };
 
 typedef const sift_plugin_descriptor* (*sift_plugin_entry_fn)(void);
@@ -107,7 +109,7 @@ typedef const sift_plugin_descriptor* (*sift_plugin_entry_fn)(void);
   void SiftPluginDestroy(sift::Stage* stage) { delete stage; }                                \
   const sift_plugin_descriptor kSiftPluginDescriptor = {                                      \
       SIFT_PLUGIN_ABI_VERSION, NAME, VERSION, static_cast<int>(KIND), SIFT_PLUGIN_ABI_VERSION, \
-      SIFT_BUILD_TORCH_VERSION, SIFT_BUILD_CXX_ABI, &SiftPluginCreate, &SiftPluginDestroy};   \
+      SIFT_BUILD_TORCH_VERSION, SIFT_BUILD_CXX_ABI, &SiftPluginCreate, &SiftPluginDestroy, SIFT_API_HASH};   \
   }                                                                                           \
   extern "C" __attribute__((visibility("default"))) const sift_plugin_descriptor*             \
   sift_plugin_entry(void) {                                                                   \
