@@ -7,7 +7,7 @@
 #include "sift/model.h"
 
 int main(int argc, char** argv) {
-  sift::EnsurePassiveOpenMpWait(argv);
+  sift::ConfigureThreadEnvironment(argv);
   sift::daemon::DaemonOptions options;
   std::string message;
   switch (sift::daemon::ParseOptions(argc, argv, &options, &message)) {

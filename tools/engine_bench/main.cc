@@ -141,7 +141,7 @@ std::vector<sift::TokenId> SyntheticPrompt(int64_t n, int64_t vocab) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  sift::EnsurePassiveOpenMpWait(argv);
+  sift::ConfigureThreadEnvironment(argv);
   try {
     SIFT_CHECK(argc >= 2, "usage: sift-engine-bench MODEL [--lengths 512,2048,8192] "
                           "[--decode-context 2048] [--decode-tokens 32] [--dtypes bf16,fp32] "

@@ -234,7 +234,7 @@ int Generate(const Args& a) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  sift::EnsurePassiveOpenMpWait(argv);
+  sift::ConfigureThreadEnvironment(argv);
   try {
     Args a = ParseArgs(argc, argv);
     if (a.Flag("--help")) {

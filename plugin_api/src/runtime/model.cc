@@ -86,13 +86,19 @@ const char* DtypeName(at::ScalarType dtype) {
   }
 }
 
-void EnsurePassiveOpenMpWait(char** argv) {
-  // libgomp reads OMP_WAIT_POLICY once, when it is loaded, so it has to be in the environment
-  // before the process starts: set it and re-execute once.
-  if (std::getenv("OMP_WAIT_POLICY") != nullptr || argv == nullptr) return;
-  setenv("OMP_WAIT_POLICY", "PASSIVE", 1);
-  execv("/proc/self/exe", argv);
-  // execv only returns on failure; carry on with the active policy.
+void ConfigureThreadEnvironment(char** argv) {
+  // Both variables are read once, when libgomp / OpenBLAS load, so they have to be in the
+  // environment before the process starts: set them and re-execute once.
+  bool changed = false;
+  for (const char* kv : {"OMP_WAIT_POLICY=PASSIVE", "OPENBLAS_THREAD_TIMEOUT=4"}) {
+    const std::string s(kv);
+    const std::string name = s.substr(0, s.find('='));
+    if (std::getenv(name.c_str()) != nullptr) continue;
+    setenv(name.c_str(), s.substr(s.find('=') + 1).c_str(), 1);
+    changed = true;
+  }
+  if (changed && argv != nullptr) execv("/proc/self/exe", argv);
+  // execv only returns on failure; carry on with the libraries' defaults.
 }
 
 void ConfigureThreads(int threads) {
