@@ -96,6 +96,9 @@ main_job() {
 
 test_job() {
   export SIFT_MODEL="$MODEL_DIR/$MODEL_FILE"
+  # Idle thread pools must not spin on 2 cores (sift::ConfigureThreadEnvironment, model.h).
+  export OMP_WAIT_POLICY="${OMP_WAIT_POLICY:-PASSIVE}"
+  export OPENBLAS_THREAD_TIMEOUT="${OPENBLAS_THREAD_TIMEOUT:-4}"
   ctest --test-dir "$BUILD_DIR" --output-on-failure -j 2 --timeout 1500
 }
 
