@@ -26,6 +26,7 @@
 #include <gtest/gtest.h>
 
 #include "client.h"
+#include "support/siftd_process.h"
 
 namespace {
 
@@ -34,108 +35,8 @@ using json = nlohmann::json;
 using Clock = std::chrono::steady_clock;
 using sift::client::SiftClient;
 
-std::string ReadAll(const std::string& path) {
-  std::ifstream in(path);
-  std::ostringstream os;
-  os << in.rdbuf();
-  return os.str();
-}
-
-// A siftd child process.
-class Daemon {
- public:
-  // Returns "" on success, else why it could not start.
-  std::string Start(const std::vector<std::string>& extra) {
-    dir_ = fs::temp_directory_path() /
-           ("siftd-test-" + std::to_string(::getpid()) + "-" + std::to_string(counter_++));
-    fs::create_directories(dir_);
-    ready_ = (dir_ / "ready.json").string();
-    log_ = (dir_ / "siftd.log").string();
-    std::vector<std::string> args = {std::string(SIFT_BINARY_DIR) + "/bin/siftd",
-                                     "--model",
-                                     std::getenv("SIFT_MODEL"),
-                                     "--pipelines",
-                                     std::string(SIFT_SOURCE_DIR) + "/pipelines",
-                                     "--plugins",
-                                     std::string(SIFT_BINARY_DIR) + "/plugins",
-                                     "--staging-dir",
-                                     (dir_ / "staging").string(),
-                                     "--bind",
-                                     "tcp://127.0.0.1:*",
-                                     "--http",
-                                     "127.0.0.1:0",
-                                     "--ready-file",
-                                     ready_,
-                                     "--threads",
-                                     "2"};
-    fs::create_directories(dir_ / "staging");
-    args.insert(args.end(), extra.begin(), extra.end());
-    pid_ = ::fork();
-    if (pid_ == 0) {
-      const int fd = ::open(log_.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
-      ::dup2(fd, 2);
-      ::dup2(fd, 1);
-      std::vector<char*> argv;
-      for (auto& a : args) argv.push_back(a.data());
-      argv.push_back(nullptr);
-      ::execv(argv[0], argv.data());
-      ::_exit(127);
-    }
-    const auto end = Clock::now() + std::chrono::seconds(90);
-    while (Clock::now() < end) {
-      int status = 0;
-      if (::waitpid(pid_, &status, WNOHANG) == pid_) {
-        pid_ = -1;
-        return "siftd exited during start-up:\n" + ReadAll(log_);
-      }
-      if (fs::exists(ready_)) {
-        ready_json_ = json::parse(ReadAll(ready_), nullptr, false);
-        if (!ready_json_.is_discarded()) return "";
-      }
-      std::this_thread::sleep_for(std::chrono::milliseconds(50));
-    }
-    return "siftd did not become ready:\n" + ReadAll(log_);
-  }
-
-  // Sends `sig` and waits for the exit; returns the exit status (-1 on timeout: killed).
-  int Stop(int sig = SIGTERM, int timeout_ms = 30000) {
-    if (pid_ <= 0) return -1;
-    ::kill(pid_, sig);
-    return Wait(timeout_ms);
-  }
-  int Wait(int timeout_ms) {
-    const auto end = Clock::now() + std::chrono::milliseconds(timeout_ms);
-    int status = 0;
-    while (Clock::now() < end) {
-      if (::waitpid(pid_, &status, WNOHANG) == pid_) {
-        pid_ = -1;
-        return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
-      }
-      std::this_thread::sleep_for(std::chrono::milliseconds(20));
-    }
-    ::kill(pid_, SIGKILL);
-    ::waitpid(pid_, &status, 0);
-    pid_ = -1;
-    return -1;
-  }
-  ~Daemon() {
-    if (pid_ > 0) Stop(SIGKILL, 5000);
-    std::error_code ec;
-    fs::remove_all(dir_, ec);
-  }
-
-  std::string endpoint() const { return ready_json_["endpoints"][0]; }
-  std::string http() const { return ready_json_["http"]; }
-  std::string log() const { return ReadAll(log_); }
-  pid_t pid() const { return pid_; }
-
- private:
-  static inline int counter_ = 0;
-  fs::path dir_;
-  std::string ready_, log_;
-  json ready_json_;
-  pid_t pid_ = -1;
-};
+using Daemon = sift::testing::SiftdProcess;
+using sift::testing::ReadAll;
 
 // GET over a plain socket: returns "STATUS\nBODY".
 std::string HttpGet(const std::string& host_port, const std::string& path) {
