@@ -1,0 +1,529 @@
+#include "tasks.h"
+
+#include <algorithm>
+#include <cctype>
+#include <cmath>
+#include <filesystem>
+#include <functional>
+#include <set>
+
+#include "haystack.h"
+#include "sift/error.h"
+
+namespace sift::bench {
+namespace {
+
+// Our own short word lists (key ids and RULER-style "adjective-noun" keys).
+const std::vector<std::string> kKeyWords = {
+    "dog",   "cat",   "yellow", "red",   "blue",  "cup",   "tree",  "green", "fish", "bird",
+    "stone", "river", "lamp",   "book",  "chair", "cloud", "apple", "horse", "sand", "moon",
+    "salt",  "wind",  "glass",  "paper", "brick", "rope",  "coin",  "bread", "wolf", "silver"};
+const std::vector<std::string> kAdjectives = {
+    "ancient", "brave",   "calm",   "damp",   "eager",   "fancy",  "gentle", "hollow", "icy",
+    "jolly",   "keen",    "lively", "mellow", "narrow",  "odd",    "proud",  "quiet",  "rapid",
+    "shiny",   "tidy",    "upbeat", "vivid",  "wary",    "young",  "zesty",  "bitter", "clever",
+    "dusty",   "fragile", "gloomy", "humble", "lucky",   "modest", "noisy",  "plain",  "rusty",
+    "silent",  "tender",  "wicked", "wooden", "curious", "frozen", "golden", "hungry", "loyal"};
+const std::vector<std::string> kNouns = {
+    "anchor", "basket",  "candle", "desert", "engine",  "falcon",  "garden",  "harbor",   "island",
+    "jacket", "kettle",  "ladder", "meadow", "needle",  "orchard", "pencil",  "quarry",   "rocket",
+    "saddle", "tunnel",  "umpire", "valley", "wagon",   "yogurt",  "zipper",  "bucket",   "cabin",
+    "dragon", "feather", "goblet", "hammer", "lantern", "mirror",  "nickel",  "oyster",   "parrot",
+    "ribbon", "spider",  "throne", "violin", "walnut",  "blanket", "compass", "fountain", "piano"};
+
+constexpr char kNeedle[] =
+    "The best thing to do in San Francisco is eat a sandwich and sit in Dolores Park on a sunny "
+    "day.";
+
+enum class Kind { kPasskey, kNeedle, kNiah, kVt, kCwe, kFwe };
+enum class HayKind { kEssay, kNoise, kNeedles };
+enum class ValueKind { kWords, kNumbers, kUuids };
+
+struct NiahSpec {
+  HayKind hay;
+  ValueKind key, value;
+  int num_k, num_v, num_q;
+};
+
+struct TaskSpec {
+  std::string name;
+  Kind kind;
+  int64_t max_tokens;
+  NiahSpec niah{};
+};
+
+const std::vector<TaskSpec>& Specs() {
+  using H = HayKind;
+  using V = ValueKind;
+  static const std::vector<TaskSpec> specs = {
+      {"passkey", Kind::kPasskey, 32},
+      {"needle", Kind::kNeedle, 64},
+      {"niah_single_1", Kind::kNiah, 128, {H::kNoise, V::kWords, V::kNumbers, 1, 1, 1}},
+      {"niah_single_2", Kind::kNiah, 128, {H::kEssay, V::kWords, V::kNumbers, 1, 1, 1}},
+      {"niah_single_3", Kind::kNiah, 128, {H::kEssay, V::kWords, V::kUuids, 1, 1, 1}},
+      {"niah_multikey_1", Kind::kNiah, 128, {H::kEssay, V::kWords, V::kNumbers, 4, 1, 1}},
+      {"niah_multikey_2", Kind::kNiah, 128, {H::kNeedles, V::kWords, V::kNumbers, 1, 1, 1}},
+      {"niah_multikey_3", Kind::kNiah, 128, {H::kNeedles, V::kUuids, V::kUuids, 1, 1, 1}},
+      {"niah_multivalue", Kind::kNiah, 128, {H::kEssay, V::kWords, V::kNumbers, 1, 4, 1}},
+      {"niah_multiquery", Kind::kNiah, 128, {H::kEssay, V::kWords, V::kNumbers, 4, 1, 4}},
+      {"vt", Kind::kVt, 30},
+      {"cwe", Kind::kCwe, 120},
+      {"fwe", Kind::kFwe, 50},
+  };
+  return specs;
+}
+
+const TaskSpec& FindSpec(const std::string& task) {
+  for (const TaskSpec& s : Specs()) {
+    if (s.name == task) return s;
+  }
+  std::string known;
+  for (const TaskSpec& s : Specs()) known += (known.empty() ? "" : ", ") + s.name;
+  throw Error("sift-bench: unknown task '" + task + "' (known: " + known + ")");
+}
+
+std::string Uuid(Rng& rng) {
+  uint64_t hi = rng.Next(), lo = rng.Next();
+  hi = (hi & ~0xF000ull) | 0x4000ull;                  // version 4
+  lo = (lo & ~(0xC000ull << 48)) | (0x8000ull << 48);  // variant 10
+  char buf[40];
+  std::snprintf(buf, sizeof(buf), "%08llx-%04llx-%04llx-%04llx-%012llx",
+                static_cast<unsigned long long>(hi >> 32),
+                static_cast<unsigned long long>((hi >> 16) & 0xFFFF),
+                static_cast<unsigned long long>(hi & 0xFFFF),
+                static_cast<unsigned long long>(lo >> 48),
+                static_cast<unsigned long long>(lo & 0xFFFFFFFFFFFFull));
+  return buf;
+}
+
+std::string Draw(ValueKind kind, Rng& rng) {
+  switch (kind) {
+    case ValueKind::kWords:
+      return kAdjectives[rng.Below(kAdjectives.size())] + "-" + kNouns[rng.Below(kNouns.size())];
+    case ValueKind::kNumbers:
+      return std::to_string(rng.Range(1000000, 9999999));
+    case ValueKind::kUuids:
+      return Uuid(rng);
+  }
+  return "";
+}
+
+// Fitted prompt parts for one haystack size.
+struct Built {
+  std::string context, question;
+  std::vector<std::string> needles;
+};
+
+// Largest size n in [0, max_n] whose prompt fits (total <= length); binary search on a total
+// that grows with n (streams can wobble by a token or two; the final check enforces the limit).
+Built Fit(const std::function<Built(int64_t)>& build, const Tokenizer& tokenizer, int64_t length,
+          int64_t max_tokens, int64_t max_n, int64_t* prompt_tokens) {
+  auto total = [&](const Built& b) {
+    return PromptTokens(tokenizer, b.context, b.question) + max_tokens;
+  };
+  Built best = build(0);
+  int64_t best_total = total(best);
+  if (best_total > length) {
+    throw Error("sift-bench: length " + std::to_string(length) + " is too small for the task (" +
+                std::to_string(best_total) + " tokens with an empty haystack)");
+  }
+  int64_t lo = 0, hi = max_n;
+  while (lo < hi) {
+    const int64_t mid = lo + (hi - lo + 1) / 2;
+    Built b = build(mid);
+    const int64_t t = total(b);
+    if (t <= length) {
+      lo = mid;
+      best = std::move(b);
+      best_total = t;
+    } else {
+      hi = mid - 1;
+    }
+  }
+  *prompt_tokens = best_total - max_tokens;
+  return best;
+}
+
+std::string JoinKeys(const std::vector<std::string>& keys) {
+  if (keys.size() == 1) return keys[0];
+  std::string s;
+  for (size_t i = 0; i + 1 < keys.size(); ++i) s += keys[i] + ", ";
+  return s + "and " + keys.back();
+}
+
+std::string Lower(std::string s) {
+  for (char& c : s) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+  return s;
+}
+
+std::string PostProcess(const std::string& in) {
+  auto strip = [](const std::string& s) {
+    size_t b = 0, e = s.size();
+    while (b < e && std::isspace(static_cast<unsigned char>(s[b]))) ++b;
+    while (e > b && std::isspace(static_cast<unsigned char>(s[e - 1]))) --e;
+    return s.substr(b, e - b);
+  };
+  std::string s = strip(in);
+  for (char& c : s) {
+    if (static_cast<unsigned char>(c) < 0x20) c = '\n';
+  }
+  return strip(s);
+}
+
+}  // namespace
+
+std::vector<std::string> TaskNames() {
+  std::vector<std::string> names;
+  for (const TaskSpec& s : Specs()) names.push_back(s.name);
+  return names;
+}
+
+bool TaskHasDepth(const std::string& task) {
+  const TaskSpec& s = FindSpec(task);
+  return s.kind == Kind::kPasskey || s.kind == Kind::kNeedle ||
+         (s.kind == Kind::kNiah && s.niah.hay != HayKind::kNeedles && s.niah.num_k == 1 &&
+          s.niah.num_v == 1);
+}
+
+std::string DefaultHaystackDir() {
+  const std::string dir = "/work/shared/data/pg_essays";
+  std::error_code ec;
+  return std::filesystem::is_directory(dir, ec) ? dir : "";
+}
+
+int64_t PromptTokens(const Tokenizer& tokenizer, const std::string& context,
+                     const std::string& question) {
+  // Mirrors the daemon's request builder: user message "{context}\n\n{question}", the text up
+  // to the question and the rest tokenized separately.
+  static const std::string kMark = "\x01\x02sift-question\x02\x01";
+  const ChatTemplate& chat = tokenizer.chat_template();
+  const std::string prefix = context.empty() ? "" : context + "\n\n";
+  const std::string marked = chat.Render({{"user", prefix + kMark}}, true);
+  const size_t at = marked.find(kMark);
+  const std::string full = chat.Render({{"user", prefix + question}}, true);
+  if (at != std::string::npos) {
+    const std::string head = marked.substr(0, at);
+    const std::string tail = marked.substr(at + kMark.size());
+    if (full.size() == head.size() + question.size() + tail.size() &&
+        full.compare(0, head.size(), head) == 0) {
+      return static_cast<int64_t>(tokenizer.Encode(head, true).size() +
+                                  tokenizer.Encode(question + tail, true).size());
+    }
+  }
+  return static_cast<int64_t>(tokenizer.Encode(full, true).size());
+}
+
+Sample MakeSample(const TaskOptions& options, const Tokenizer& tokenizer, int64_t index) {
+  const TaskSpec& spec = FindSpec(options.task);
+  const bool has_depth = TaskHasDepth(options.task);
+  if (options.depth_percent > 100) throw Error("sift-bench: depth_percent must be <= 100");
+  Sample sample;
+  sample.task = spec.name;
+  sample.length = options.length;
+  sample.max_tokens = spec.max_tokens;
+  const int digits = options.key_digits > 0 ? options.key_digits : 6;
+  Rng rng(Fnv1a(std::to_string(options.seed) + "|" + spec.name + "|" +
+                std::to_string(options.length) + "|" + std::to_string(options.depth_percent) + "|" +
+                std::to_string(spec.kind == Kind::kPasskey ? digits : 0) + "|" +
+                std::to_string(index)));
+  int depth = has_depth ? options.depth_percent : -1;
+  if (spec.kind == Kind::kPasskey && depth < 0) depth = static_cast<int>(index % 20) * 5;
+  if (has_depth && depth < 0) depth = static_cast<int>(rng.Range(0, 100));
+  sample.depth_percent = depth;
+  sample.id = spec.name + "/" + std::to_string(options.length) +
+              (depth >= 0 ? "/d" + std::to_string(depth) : "") + "/" + std::to_string(index);
+
+  const std::string dir = options.haystack_dir;
+  const int64_t budget = options.length;  // upper bound on haystack tokens
+  std::function<Built(int64_t)> build;
+  int64_t max_n = budget;
+
+  switch (spec.kind) {
+    case Kind::kPasskey: {
+      const auto hay = LoadHaystack(dir, tokenizer, false);
+      std::string id;
+      for (int i = 0; i < 3; ++i) id += kKeyWords[rng.Below(kKeyWords.size())] + "-";
+      id += std::to_string(rng.Range(10, 99));
+      std::string value;
+      for (int i = 0; i < digits; ++i) value.push_back(static_cast<char>('0' + rng.Below(10)));
+      const std::string needle = "The " + id + " magic passkey is " + value + ".";
+      sample.answers = {value};
+      build = [hay, needle, id, depth](int64_t n) {
+        const std::string text = hay->Prefix(n);
+        Built b;
+        b.context = InsertAt(text, {{SentenceOffset(text, depth), "\n" + needle + "\n"}});
+        b.question = "# What's the " + id + " magic passkey?\n\nThe " + id + " magic passkey is";
+        b.needles = {needle};
+        return b;
+      };
+      break;
+    }
+    case Kind::kNeedle: {
+      const auto hay = LoadHaystack(dir, tokenizer, false);
+      sample.answers = {"sandwich", "dolores park"};
+      build = [hay, depth](int64_t n) {
+        const std::string text = hay->Prefix(n);
+        Built b;
+        b.context = InsertAt(text, {{SentenceOffset(text, depth), std::string(kNeedle) + " "}});
+        b.question =
+            "What is the best thing to do in San Francisco? Don't give information outside the "
+            "document or repeat your findings";
+        b.needles = {kNeedle};
+        return b;
+      };
+      break;
+    }
+    case Kind::kNiah: {
+      const NiahSpec& ns = spec.niah;
+      const int num_k = std::max(ns.num_k, ns.num_q);
+      std::vector<std::string> keys;
+      while (static_cast<int>(keys.size()) < num_k) {
+        std::string k = Draw(ns.key, rng);
+        if (std::find(keys.begin(), keys.end(), k) == keys.end()) keys.push_back(k);
+      }
+      const std::string type = ns.value == ValueKind::kNumbers ? "numbers"
+                               : ns.value == ValueKind::kUuids ? "uuids"
+                                                               : "words";
+      std::vector<std::string> needles;
+      std::vector<std::vector<std::string>> values(keys.size());
+      for (size_t k = 0; k < keys.size(); ++k) {
+        for (int v = 0; v < ns.num_v; ++v) {
+          values[k].push_back(Draw(ns.value, rng));
+          needles.push_back("One of the special magic " + type + " for " + keys[k] +
+                            " is: " + values[k].back() + ".");
+        }
+      }
+      rng.Shuffle(needles);
+      std::vector<size_t> order(keys.size());
+      for (size_t i = 0; i < order.size(); ++i) order[i] = i;
+      rng.Shuffle(order);
+      std::vector<std::string> query_keys;
+      for (int q = 0; q < ns.num_q; ++q) {
+        query_keys.push_back(keys[order[q]]);
+        for (const std::string& v : values[order[q]]) sample.answers.push_back(v);
+      }
+      const std::string query = JoinKeys(query_keys);
+      const bool single = ns.num_q * ns.num_v == 1;
+      const std::string t = single ? type.substr(0, type.size() - 1) : type;
+      const std::string intro =
+          single ? "A special magic " + t +
+                       " is hidden within the following text. Make sure to memorize it. I will "
+                       "quiz you about the " +
+                       t + " afterwards.\n"
+                 : "Some special magic " + t +
+                       " are hidden within the following text. Make sure to memorize it. I will "
+                       "quiz you about the " +
+                       t + " afterwards.\n";
+      const std::string question =
+          single ? "What is the special magic " + t + " for " + query +
+                       " mentioned in the provided text? The special magic " + t + " for " + query +
+                       " mentioned in the provided text is"
+                 : "What are all the special magic " + t + " for " + query +
+                       " mentioned in the provided text? The special magic " + t + " for " + query +
+                       " mentioned in the provided text are";
+      // Depths of the needles: the requested one (single needle) or RULER's 40 linear depths
+      // drawn without replacement.
+      std::vector<int> depths;
+      if (depth >= 0) {
+        depths = {depth};
+      } else {
+        std::vector<int> grid;
+        for (int i = 0; i < 40; ++i) grid.push_back(static_cast<int>(std::lround(i * 100.0 / 39)));
+        rng.Shuffle(grid);
+        depths.assign(grid.begin(), grid.begin() + needles.size());
+      }
+      if (ns.hay == HayKind::kNeedles) {
+        // Distractor needles with fresh keys and values; the real ones at random list slots.
+        const uint64_t distractor_seed = rng.Next();
+        const uint64_t slot_seed = rng.Next();
+        max_n = budget / 10;
+        build = [=](int64_t n) {
+          Rng drng(distractor_seed);
+          std::vector<std::string> items;
+          for (int64_t i = 0; i < n; ++i) {
+            std::string k = Draw(ns.key, drng);
+            if (std::find(keys.begin(), keys.end(), k) != keys.end()) continue;
+            items.push_back("One of the special magic " + type + " for " + k +
+                            " is: " + Draw(ns.value, drng) + ".");
+          }
+          Rng srng(slot_seed);
+          for (const std::string& nd : needles) {
+            items.insert(items.begin() + static_cast<int64_t>(srng.Below(items.size() + 1)), nd);
+          }
+          Built b;
+          for (size_t i = 0; i < items.size(); ++i) b.context += (i ? "\n" : "") + items[i];
+          b.context = intro + b.context;
+          b.question = question;
+          b.needles = needles;
+          return b;
+        };
+      } else {
+        const auto hay = LoadHaystack(dir, tokenizer, ns.hay == HayKind::kNoise);
+        build = [=](int64_t n) {
+          const std::string text = hay->Prefix(n);
+          std::vector<std::pair<size_t, std::string>> pieces;
+          for (size_t i = 0; i < needles.size(); ++i) {
+            pieces.push_back({SentenceOffset(text, depths[i]), needles[i] + " "});
+          }
+          Built b;
+          b.context = intro + InsertAt(text, pieces);
+          b.question = question;
+          b.needles = needles;
+          return b;
+        };
+      }
+      break;
+    }
+    case Kind::kVt: {
+      const int hops = 4;
+      std::vector<std::string> names;
+      while (static_cast<int>(names.size()) < hops + 1) {
+        std::string v;
+        for (int i = 0; i < 5; ++i) v.push_back(static_cast<char>('A' + rng.Below(26)));
+        if (std::find(names.begin(), names.end(), v) == names.end()) names.push_back(v);
+      }
+      const std::string value = std::to_string(rng.Range(10000, 99999));
+      std::vector<std::string> chain = {"VAR " + names[0] + " = " + value};
+      for (int j = 1; j <= hops; ++j) chain.push_back("VAR " + names[j] + " = VAR " + names[j - 1]);
+      sample.answers = names;
+      const uint64_t pos_seed = rng.Next();
+      max_n = budget / 20;
+      build = [=](int64_t n) {
+        std::vector<std::string> items(static_cast<size_t>(n), kNoiseBlock);
+        std::vector<int64_t> slots;
+        Rng prng(pos_seed);
+        for (size_t j = 0; j < chain.size(); ++j) slots.push_back(prng.Range(0, n));
+        std::sort(slots.begin(), slots.end());
+        for (size_t j = 0; j < chain.size(); ++j) {
+          items.insert(items.begin() + slots[j] + static_cast<int64_t>(j), chain[j]);
+        }
+        Built b;
+        b.context =
+            "Memorize and track the chain(s) of variable assignment hidden in the "
+            "following text.\n\n";
+        for (size_t i = 0; i < items.size(); ++i) b.context += (i ? "\n" : "") + items[i];
+        b.question = "Question: Find all variables that are assigned the value " + value +
+                     " in the text above. Answer: According to the chain(s) of variable "
+                     "assignment in the text above, 5 variables are assigned the value " +
+                     value + ", they are: ";
+        b.needles = chain;
+        return b;
+      };
+      break;
+    }
+    case Kind::kCwe: {
+      const auto hay = LoadHaystack(dir, tokenizer, false);
+      std::vector<std::string> pool = hay->words;
+      if (pool.size() < 2000) {  // no essays: synthetic pronounceable words
+        const std::string cons = "bcdfghklmnprstvz", vow = "aeiou";
+        Rng wrng(42);
+        std::set<std::string> made(pool.begin(), pool.end());
+        while (made.size() < 2000) {
+          std::string w;
+          for (int i = 0; i < 3; ++i) {
+            w.push_back(cons[wrng.Below(cons.size())]);
+            w.push_back(vow[wrng.Below(vow.size())]);
+          }
+          made.insert(w);
+        }
+        pool.assign(made.begin(), made.end());
+      }
+      rng.Shuffle(pool);
+      const int freq_cw = options.length >= 4096 ? 30 : 6;
+      const int freq_ucw = options.length >= 4096 ? 3 : 1;
+      sample.answers.assign(pool.begin(), pool.begin() + 10);
+      const uint64_t shuffle_seed = rng.Next();
+      max_n = std::min<int64_t>(static_cast<int64_t>(pool.size()), budget / 2);
+      build = [=](int64_t n) {
+        std::vector<std::string> list;
+        for (int64_t i = 0; i < std::max<int64_t>(n, 10); ++i) {
+          for (int r = 0; r < (i < 10 ? freq_cw : freq_ucw); ++r) list.push_back(pool[i]);
+        }
+        Rng srng(shuffle_seed);
+        srng.Shuffle(list);
+        Built b;
+        b.context =
+            "Below is a numbered list of words. In these words, some appear more often "
+            "than others. Memorize the ones that appear most often.\n";
+        for (size_t i = 0; i < list.size(); ++i) {
+          b.context += (i ? " " : "") + std::to_string(i + 1) + ". " + list[i];
+        }
+        b.question =
+            "Question: What are the 10 most common words in the above list? Answer: The "
+            "top 10 words that appear most often in the list are:";
+        return b;
+      };
+      break;
+    }
+    case Kind::kFwe: {
+      const int64_t vocab_size = std::max<int64_t>(8, (options.length - spec.max_tokens) / 50);
+      std::set<std::string> seen;
+      std::vector<std::string> vocab;
+      while (static_cast<int64_t>(vocab.size()) < vocab_size) {
+        std::string w;
+        for (int i = 0; i < 6; ++i) w.push_back(static_cast<char>('a' + rng.Below(26)));
+        if (seen.insert(w).second) vocab.push_back(w);
+      }
+      vocab[0] = "...";
+      sample.answers.assign(vocab.begin() + 1, vocab.begin() + 4);
+      const uint64_t shuffle_seed = rng.Next();
+      const double zeta2 = M_PI * M_PI / 6.0;
+      max_n = budget;
+      build = [=](int64_t n) {
+        std::vector<std::string> words;
+        for (int64_t k = 1; k <= vocab_size; ++k) {
+          const auto count =
+              static_cast<int64_t>(static_cast<double>(n) / (static_cast<double>(k * k) * zeta2));
+          for (int64_t c = 0; c < count; ++c) words.push_back(vocab[k - 1]);
+        }
+        Rng srng(shuffle_seed);
+        srng.Shuffle(words);
+        Built b;
+        b.context =
+            "Read the following coded text and track the frequency of each coded word. "
+            "Find the three most frequently appeared coded words. ";
+        for (size_t i = 0; i < words.size(); ++i) b.context += (i ? " " : "") + words[i];
+        b.question =
+            "Question: Do not provide any explanation. Please ignore the dots '....'. "
+            "What are the three most frequently appeared words in the above coded "
+            "text? Answer: According to the coded text above, the three most "
+            "frequently appeared words are:";
+        return b;
+      };
+      break;
+    }
+  }
+  Built b = Fit(build, tokenizer, options.length, spec.max_tokens, max_n, &sample.prompt_tokens);
+  sample.context = std::move(b.context);
+  sample.question = std::move(b.question);
+  sample.needles = std::move(b.needles);
+  return sample;
+}
+
+double Score(const Sample& sample, const std::string& output) {
+  const std::string pred = Lower(PostProcess(output));
+  if (sample.task == "passkey") {
+    // A whole digit run equal to the passkey.
+    for (size_t i = 0; i < pred.size();) {
+      if (!std::isdigit(static_cast<unsigned char>(pred[i]))) {
+        ++i;
+        continue;
+      }
+      size_t j = i;
+      while (j < pred.size() && std::isdigit(static_cast<unsigned char>(pred[j]))) ++j;
+      for (const std::string& a : sample.answers) {
+        if (pred.compare(i, j - i, a) == 0 && a.size() == j - i) return 1.0;
+      }
+      i = j;
+    }
+    return 0.0;
+  }
+  if (sample.answers.empty()) return 0.0;
+  double hits = 0;
+  for (const std::string& a : sample.answers) {
+    if (pred.find(Lower(a)) != std::string::npos) hits += 1;
+  }
+  return hits / static_cast<double>(sample.answers.size());
+}
+
+}  // namespace sift::bench
