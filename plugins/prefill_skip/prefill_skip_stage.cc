@@ -1,0 +1,147 @@
+#include "prefill_skip_stage.h"
+
+#include <chrono>
+#include <filesystem>
+#include <memory>
+
+#include "sift/error.h"
+#include "spts_prefill.h"
+#include "spts_proxy.h"
+
+namespace sift::plugins {
+namespace {
+
+double MsSince(std::chrono::steady_clock::time_point start) {
+  return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start)
+      .count();
+}
+
+}  // namespace
+
+std::string PrefillSkipStage::ResolveProxyPath(const std::string& value, const Model& model) {
+  namespace fs = std::filesystem;
+  const fs::path model_path(model.path());
+  if (value.empty()) {
+    fs::path p = model_path;
+    if (p.extension() == ".gguf") p.replace_extension("");
+    return p.string() + ".spts.bin";
+  }
+  const fs::path p(value);
+  if (p.is_absolute()) return p.string();
+  return (model_path.parent_path() / p).string();
+}
+
+PrefillSkipStage::PrefillSkipStage(const StageParams& params, const Model& model)
+    : proxy_path_(ResolveProxyPath(params.GetString("proxy", ""), model)),
+      ltp_(params.GetBool("ltp", true)),
+      proportional_(params.GetString("budget_mode", "fixed", {"fixed", "proportional"}) ==
+                    "proportional"),
+      reference_length_(params.GetInt("reference_length", 8192, 1, 1 << 24)),
+      budgets_(params.GetIntList("budgets", {2304, 1792, 1024, 512}, 1, 1 << 24)),
+      prune_margin_(params.GetInt("prune_margin", 256, 0, 1 << 24)),
+      block_size_(params.GetInt("block_size", 256, 1, 65536)) {
+  const int64_t layers = model.config().num_layers;
+  settings_.skip_start = params.GetInt("skip_start", 9, 0, layers);
+  settings_.stage_ends = params.GetIntList("stage_ends", {12, 17, 22, 26}, 0, layers - 1);
+  settings_.msdp = params.GetBool("msdp", true);
+  settings_.fractions = false;
+  settings_.budgets.assign(budgets_.begin(), budgets_.end());
+  settings_.prune_margin = static_cast<double>(prune_margin_);
+  if (proportional_) {
+    for (int64_t b : budgets_) {
+      if (b > reference_length_)
+        params.Fail("budgets", "a proportional budget exceeds reference_length");
+    }
+    if (prune_margin_ >= reference_length_) {
+      params.Fail("prune_margin", "must be below reference_length");
+    }
+  }
+  try {
+    SptsSchedule::Validate(settings_, layers);
+  } catch (const Error& e) {
+    params.Fail(params.Has("budgets") ? "budgets" : "stage_ends", e.what());
+  }
+  if (ltp_ && params.Has("proxy")) {
+    try {
+      SptsProxy::LoadShared(proxy_path_)->CheckModel(model.config(), proxy_path_);
+    } catch (const Error& e) {
+      params.Fail("proxy", e.what());
+    }
+  }
+}
+
+Status PrefillSkipStage::Run(const Model& model, RequestState& state, StageContext& context) {
+  const auto start = std::chrono::steady_clock::now();
+  const ModelConfig& config = model.config();
+  const int64_t n = static_cast<int64_t>(state.tokens.size());
+  if (n == 0) return Status(StatusCode::kInvalidArgument, "empty_prompt", "the prompt is empty");
+  if (config.context_length > 0 && n > config.context_length) {
+    return Status(StatusCode::kInvalidArgument, "prompt_too_long",
+                  "the prompt has " + std::to_string(n) + " tokens; the model's context is " +
+                      std::to_string(config.context_length));
+  }
+  for (TokenId id : state.tokens) {
+    if (id < 0 || id >= config.vocab_size) {
+      return Status(StatusCode::kInvalidArgument, "bad_token",
+                    "token id " + std::to_string(id) + " is outside the vocabulary [0, " +
+                        std::to_string(config.vocab_size) + ")");
+    }
+  }
+  if (!state.plan.stats.empty()) {
+    return Status(StatusCode::kFailedPrecondition, "stats_unsupported",
+                  "prefill_skip does not collect attention statistics for later stages");
+  }
+  std::shared_ptr<const SptsProxy> proxy;
+  if (ltp_) {
+    try {
+      proxy = SptsProxy::LoadShared(proxy_path_);
+      proxy->CheckModel(config, proxy_path_);
+    } catch (const Error& e) {
+      return Status(StatusCode::kFailedPrecondition, "spts_proxy", e.what());
+    }
+  }
+
+  SptsPrefillOptions options;
+  options.settings = settings_;
+  if (proportional_) {
+    options.settings.fractions = true;
+    for (size_t s = 0; s < budgets_.size(); ++s) {
+      options.settings.budgets[s] =
+          static_cast<double>(budgets_[s]) / static_cast<double>(reference_length_);
+    }
+    options.settings.prune_margin =
+        static_cast<double>(prune_margin_) / static_cast<double>(reference_length_);
+  }
+  options.proxy = proxy.get();
+  options.attention.block_size = block_size_;
+  options.cancelled = [&](int64_t layer, int64_t layers) {
+    if (context.Cancelled()) return true;
+    context.Progress("prefill", layer, layers);
+    return false;
+  };
+  auto cache = std::make_unique<KvCache>(model.NewCache());
+  at::Tensor logits;
+  if (!SptsPrefill(model, state.tokens, options, *cache, &logits)) return context.CancelStatus();
+  const int64_t layers = config.num_layers;
+  context.Progress("prefill", layers, layers);
+
+  state.cache = std::move(cache);
+  state.last_logits = logits;
+  state.next_position = n;
+  state.layer_stats.clear();
+  state.hidden = at::Tensor();
+  state.layer_cursor = 0;
+  state.kept_indices.clear();
+  if (state.prompt_length == 0) state.prompt_length = n;
+  const int64_t entries = state.cache->TotalEntries();
+  state.stats.tokens_kept = entries / std::max<int64_t>(1, layers);
+  state.stats.kv_bytes = state.cache->Bytes();
+  // Every entry has the same size: an uncompressed cache holds n (the original prompt length
+  // after a filter) entries in every layer.
+  state.stats.kv_bytes_full =
+      entries > 0 ? state.stats.kv_bytes / entries * std::max(n, state.prompt_length) * layers : 0;
+  state.stats.prefill_ms += MsSince(start);
+  return Status::Ok();
+}
+
+}  // namespace sift::plugins
