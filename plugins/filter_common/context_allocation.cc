@@ -1,0 +1,95 @@
+#include "context_allocation.h"
+
+#include <algorithm>
+#include <limits>
+#include <numeric>
+
+#include "score_ops.h"
+#include "sift/error.h"
+
+namespace sift::plugins {
+namespace {
+
+// Positions of `values` by descending value, ties to the lower position; the first k.
+std::vector<int64_t> Ranked(const at::Tensor& values, int64_t k) {
+  const at::Tensor v = values.contiguous();
+  const float* p = v.data_ptr<float>();
+  std::vector<int64_t> order(v.numel());
+  std::iota(order.begin(), order.end(), 0);
+  k = std::min<int64_t>(k, static_cast<int64_t>(order.size()));
+  std::partial_sort(order.begin(), order.begin() + k, order.end(),
+                    [p](int64_t a, int64_t b) { return p[a] > p[b] || (p[a] == p[b] && a < b); });
+  order.resize(k);
+  return order;
+}
+
+}  // namespace
+
+MapBack ParseMapBack(const std::string& name) {
+  if (name == "block") return MapBack::kBlock;
+  if (name == "argmax") return MapBack::kArgmax;
+  throw Error("map_back: expected \"block\" or \"argmax\", got \"" + name + "\"");
+}
+
+std::vector<int64_t> AllocateContext(const at::Tensor& scores, const AllocationOptions& options) {
+  SIFT_CHECK(scores.dim() == 1, "ILRe allocation: scores must be 1-D, got ", scores.dim(), "-D");
+  SIFT_CHECK(!options.max_kernels.empty() && !options.avg_kernels.empty(),
+             "ILRe allocation: empty kernel list");
+  for (int64_t k : options.max_kernels) SIFT_CHECK(k >= 1, "ILRe allocation: max kernel ", k);
+  for (int64_t k : options.avg_kernels) SIFT_CHECK(k >= 1, "ILRe allocation: avg kernel ", k);
+  const at::Tensor a = scores.to(at::kFloat).contiguous();
+  const int64_t m = a.size(0);
+  const int64_t budget = std::max<int64_t>(0, options.budget);
+  std::vector<int64_t> all(m);
+  std::iota(all.begin(), all.end(), 0);
+  if (m <= budget) return all;
+
+  const int64_t combos =
+      static_cast<int64_t>(options.max_kernels.size() * options.avg_kernels.size());
+  std::vector<char> taken(m, 0);
+  int64_t chosen = 0, combo = 0;
+  const float* raw = a.data_ptr<float>();
+  for (int64_t mk : options.max_kernels) {
+    const int64_t k_m = budget / mk + 1;
+    const int64_t blocks = (m + mk - 1) / mk;
+    // Block max with stride = size; the partial last block is padded with -inf.
+    at::Tensor padded = at::full({blocks * mk}, -std::numeric_limits<float>::infinity());
+    padded.narrow(0, 0, m).copy_(a);
+    const at::Tensor maxed = std::get<0>(padded.view({blocks, mk}).max(1));
+    for (int64_t ak : options.avg_kernels) {
+      const int64_t share = options.exact_budget
+                                ? (combo + 1) * budget / combos - combo * budget / combos
+                                : budget / combos;
+      ++combo;
+      const at::Tensor pooled = Pool1d(maxed, PoolKind::kAvg, ak);
+      int64_t added = 0;
+      for (int64_t block : Ranked(pooled, k_m)) {
+        if (added >= share) break;
+        const int64_t b0 = block * mk, b1 = std::min(m, b0 + mk);
+        if (options.map_back == MapBack::kArgmax) {
+          const int64_t best = std::max_element(raw + b0, raw + b1) - raw;
+          if (!taken[best]) taken[best] = 1, ++added;
+          continue;
+        }
+        for (int64_t i = b0; i < b1 && added < share; ++i) {
+          if (!taken[i]) taken[i] = 1, ++added;
+        }
+      }
+      chosen += added;
+    }
+  }
+  if (options.exact_budget && chosen < budget) {
+    for (int64_t i : Ranked(a, m)) {
+      if (chosen >= budget) break;
+      if (!taken[i]) taken[i] = 1, ++chosen;
+    }
+  }
+  std::vector<int64_t> out;
+  out.reserve(chosen);
+  for (int64_t i = 0; i < m; ++i) {
+    if (taken[i]) out.push_back(i);
+  }
+  return out;
+}
+
+}  // namespace sift::plugins

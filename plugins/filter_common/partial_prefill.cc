@@ -1,0 +1,61 @@
+#include "partial_prefill.h"
+
+#include "sift/error.h"
+
+namespace sift::plugins {
+namespace {
+
+bool LastQueryOnly(const AttentionStatsRequest& r) {
+  return r.window == 0 && !r.column_sum && r.max_from_query < 0;
+}
+
+}  // namespace
+
+bool PartialPrefill(const Model& model, const std::vector<TokenId>& tokens,
+                    const std::map<int64_t, AttentionStatsRequest>& requests,
+                    const PartialPrefillOptions& options, std::map<int64_t, AttentionStats>* out) {
+  const int64_t n = static_cast<int64_t>(tokens.size());
+  SIFT_CHECK(n > 0, "partial prefill: empty prompt");
+  SIFT_CHECK(!requests.empty(), "partial prefill: no layer asked for statistics");
+  const int64_t last = requests.rbegin()->first;
+  SIFT_CHECK(requests.begin()->first >= 0 && last < model.config().num_layers,
+             "partial prefill: layer ", last, " outside [0, ", model.config().num_layers, ")");
+  out->clear();
+  AttentionOptions attention;
+  attention.block_size = options.block_size;
+
+  const at::Tensor ids = at::tensor(std::vector<int64_t>(tokens.begin(), tokens.end()), at::kLong);
+  const at::Tensor positions = at::arange(n, at::kLong);
+  at::Tensor x = model.Embed(ids);
+  for (int64_t layer = 0; layer < last; ++layer) {
+    if (options.cancelled && options.cancelled()) return false;
+    if (options.progress) options.progress(layer, last + 1);
+    auto it = requests.find(layer);
+    if (it == requests.end() || !it->second.any()) {
+      x = model.Layer(layer, x, positions, nullptr, attention);
+    } else {
+      AttentionStats stats;
+      x = model.Layer(layer, x, positions, nullptr, attention, it->second, &stats);
+      (*out)[layer] = std::move(stats);
+    }
+  }
+  if (options.cancelled && options.cancelled()) return false;
+  const AttentionStatsRequest& request = requests.at(last);
+  AttentionStats stats;
+  if (LastQueryOnly(request)) {
+    // Layer R: the last row's query against every row's key; nothing else of the layer.
+    const at::Tensor h = model.AttnNorm(last, x);
+    x = at::Tensor();
+    Model::Qkv qkv = model.ProjectQkv(last, h);
+    const at::Tensor q = model.ApplyRope(qkv.q.narrow(0, n - 1, 1), positions.narrow(0, n - 1, 1));
+    const at::Tensor k = model.ApplyRope(qkv.k, positions).permute({1, 0, 2});  // [Hkv, n, hd]
+    Attention(q, k, k, positions.narrow(0, n - 1, 1), positions, attention, request, &stats);
+  } else {
+    model.Layer(last, x, positions, nullptr, attention, request, &stats);
+  }
+  (*out)[last] = std::move(stats);
+  if (options.progress) options.progress(last + 1, last + 1);
+  return true;
+}
+
+}  // namespace sift::plugins

@@ -1,0 +1,114 @@
+#include "streaming_prefill.h"
+
+#include <algorithm>
+#include <utility>
+
+#include "sift/error.h"
+#include "sift/kv_cache.h"
+
+namespace sift::plugins {
+namespace {
+
+// Keeps the entries of `layer` that a query at position >= next can still see: pos < sink or
+// pos >= next - window.
+void TrimToLambda(KvCache& cache, int64_t layer, int64_t next, int64_t sink, int64_t window) {
+  const at::Tensor pos = cache.Positions(layer).select(0, 0);
+  const at::Tensor keep = at::logical_or(pos < sink, pos >= next - window);
+  const at::Tensor indices = keep.nonzero().view({-1});
+  if (indices.size(0) < pos.size(0)) cache.Select(layer, indices);
+}
+
+}  // namespace
+
+bool StreamingPrefill(const Model& model, const std::vector<TokenId>& tokens,
+                      int64_t question_begin, const std::set<int64_t>& score_layers,
+                      const StreamingPrefillOptions& options, StreamingScores* out) {
+  const int64_t n = static_cast<int64_t>(tokens.size());
+  SIFT_CHECK(n > 0, "streaming prefill: empty prompt");
+  SIFT_CHECK(!score_layers.empty(), "streaming prefill: no score layer");
+  SIFT_CHECK(options.chunk >= 1 && options.window >= 1 && options.sink >= 0,
+             "streaming prefill: chunk and window must be >= 1, sink >= 0");
+  const ModelConfig& config = model.config();
+  const int64_t last = *score_layers.rbegin();
+  SIFT_CHECK(*score_layers.begin() >= 0 && last < config.num_layers, "streaming prefill: layer ",
+             last, " outside [0, ", config.num_layers, ")");
+  int64_t ctx = std::clamp<int64_t>(question_begin, 0, n);
+  if (ctx == n) ctx = std::max<int64_t>(0, n - options.fallback_query);
+  SIFT_CHECK(ctx > 0, "streaming prefill: the prompt has no context before the question");
+
+  // Segments: context chunks, then the query part.
+  std::vector<std::pair<int64_t, int64_t>> segments;
+  for (int64_t c0 = 0; c0 < ctx;) {
+    const int64_t size = c0 == 0 ? options.chunk + options.sink : options.chunk;
+    const int64_t c1 = std::min(ctx, c0 + size);
+    segments.emplace_back(c0, c1);
+    c0 = c1;
+  }
+  segments.emplace_back(ctx, n);
+
+  AttentionOptions lambda;
+  lambda.block_size = options.block_size;
+  lambda.sink = options.sink;
+  lambda.window = options.window;
+
+  KvCache cache = model.NewCache();
+  const int64_t kv_heads = config.num_kv_heads, head_dim = config.head_dim;
+  const auto dtype = model.options().dtype;
+  std::map<int64_t, at::Tensor> keys;     // [Hkv, ctx (+ query), hd] per score layer
+  std::map<int64_t, at::Tensor> queries;  // [Lq, Hq, hd]
+  for (int64_t l : score_layers) {
+    const int64_t rows = options.include_query_keys ? n : ctx;
+    keys[l] = at::empty({kv_heads, rows, head_dim}, at::TensorOptions().dtype(dtype));
+  }
+  int64_t peak = 0;
+  const int64_t total = static_cast<int64_t>(segments.size()) * (last + 1);
+  int64_t step = 0;
+  for (const auto& [c0, c1] : segments) {
+    const bool is_query = c0 == ctx;
+    if (c1 <= c0) continue;
+    std::vector<int64_t> ids(tokens.begin() + c0, tokens.begin() + c1);
+    const at::Tensor positions = at::arange(c0, c1, at::kLong);
+    at::Tensor x = model.Embed(at::tensor(ids, at::kLong));
+    for (int64_t l = 0; l <= last; ++l, ++step) {
+      if (options.cancelled && options.cancelled()) return false;
+      if (options.progress) options.progress(step, total);
+      if (score_layers.count(l)) {
+        const at::Tensor h = model.AttnNorm(l, x);
+        Model::Qkv qkv = model.ProjectQkv(l, h);
+        if (!is_query || options.include_query_keys) {
+          keys[l]
+              .narrow(1, c0, c1 - c0)
+              .copy_(model.ApplyRope(qkv.k, positions).permute({1, 0, 2}));
+        }
+        if (is_query) queries[l] = model.ApplyRope(qkv.q, positions);
+      }
+      if (l == last) break;
+      x = model.Layer(l, x, positions, &cache, lambda);
+      int64_t held = 0;
+      for (int64_t j = 0; j <= l; ++j) held += cache.size(j);
+      peak = std::max(peak, held);
+      TrimToLambda(cache, l, c1, options.sink, options.window);
+    }
+  }
+  if (options.progress) options.progress(total, total);
+
+  out->scores.clear();
+  out->context_length = ctx;
+  out->peak_cache_entries = peak;
+  AttentionOptions full;
+  full.block_size = options.block_size;
+  const at::Tensor q_pos = at::arange(ctx, n, at::kLong);
+  for (int64_t l : score_layers) {
+    const at::Tensor& k = keys[l];
+    const at::Tensor k_pos = at::arange(k.size(1), at::kLong);
+    AttentionStatsRequest request;
+    request.max_from_query = 0;
+    AttentionStats stats;
+    Attention(queries.at(l), k, k, q_pos, k_pos, full, request, &stats);
+    out->scores[l] = stats.max_prob.narrow(0, 0, ctx).contiguous();
+    keys[l] = at::Tensor();
+  }
+  return true;
+}
+
+}  // namespace sift::plugins

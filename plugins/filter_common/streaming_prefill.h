@@ -1,0 +1,63 @@
+// Streaming prefill with intermediate-layer retrieval scores (ILRe §3.3, Figure 4).
+//
+// The prompt is tokens[0, question_begin) = context C and tokens[question_begin, n) = query
+// part q. Layers are 0-based here (layer l is the paper's layer l + 1). With R the deepest layer
+// in `score_layers`:
+//   - the context runs in chunks (the first chunk `chunk + sink` rows, then `chunk` rows; the
+//     query part is the last chunk) through layers 0..R-1, each chunk attending under the
+//     Λ mask (key j visible to query i when pos j < sink or pos i - pos j < window). Between
+//     chunks each layer's cache is trimmed to its sink and window entries, so memory is
+//     O((sink + window + chunk) × R) plus the key buffers;
+//   - at every score layer, the RoPE'd keys of the whole context are written chunk by chunk into
+//     a buffer preallocated for |C| entries, and the query part's RoPE'd queries are kept;
+//   - then A_l = max over query heads and query rows of softmax(q·Kᵀ/√d) (ILRe eq. 3-4), the
+//     softmax taken over the context keys (optionally also over the query part's own keys,
+//     causally), fp32, one value per context token, sink included (callers drop it).
+// Nothing past R is computed. Cost is linear in |C| for fixed sink, window, chunk and |q|.
+//
+// With no query part (question_begin == n) the last `fallback_query` tokens act as the query.
+//
+// THREADING: pure function of its inputs (the model is const).
+// ERRORS:    throws sift::Error for bad options (empty prompt, no score layer, layer out of
+//            range, chunk < 1, window < 1 or empty context). `cancelled` (may be empty) is polled
+//            before every layer of every chunk; when it returns true the function returns false.
+#ifndef SIFT_PLUGINS_FILTER_COMMON_STREAMING_PREFILL_H_
+#define SIFT_PLUGINS_FILTER_COMMON_STREAMING_PREFILL_H_
+
+#include <ATen/ATen.h>
+
+#include <cstdint>
+#include <functional>
+#include <map>
+#include <set>
+#include <vector>
+
+#include "sift/model.h"
+
+namespace sift::plugins {
+
+struct StreamingPrefillOptions {
+  int64_t sink = 4;                 // S: Λ-mask sink entries
+  int64_t window = 512;             // W: Λ-mask recent entries
+  int64_t chunk = 1024;             // context rows per chunk (the first chunk gets `sink` more)
+  int64_t block_size = 256;         // attention query block
+  bool include_query_keys = false;  // softmax over context + query keys (else context only)
+  int64_t fallback_query = 32;  // query rows taken from the prompt's end when there is no question
+  std::function<bool()> cancelled;
+  std::function<void(int64_t done, int64_t total)> progress;
+};
+
+struct StreamingScores {
+  std::map<int64_t, at::Tensor> scores;  // per score layer (0-based): A [context_length] fp32
+  int64_t context_length = 0;            // |C| (the query part starts here)
+  int64_t peak_cache_entries = 0;        // most streaming-cache entries held at once (all layers)
+};
+
+// Returns true when done.
+bool StreamingPrefill(const Model& model, const std::vector<TokenId>& tokens,
+                      int64_t question_begin, const std::set<int64_t>& score_layers,
+                      const StreamingPrefillOptions& options, StreamingScores* out);
+
+}  // namespace sift::plugins
+
+#endif  // SIFT_PLUGINS_FILTER_COMMON_STREAMING_PREFILL_H_
