@@ -1,0 +1,36 @@
+// PrefillPartialStage: a prefill that runs the prompt through the first layers only and keeps
+// no KV cache (GemFilter pass 1; see filter_common/partial_prefill.h).
+//
+// The depth comes from the plan: the deepest layer a later stage (the gemfilter filter) asked
+// statistics of, r (0-based, so r + 1 layers run, as the paper's code `layers[:r+1]`). Layer r
+// computes only the last query's scores against all keys. Results: state.layer_stats (as
+// planned); state.cache stays null, last_logits undefined (a filter and a full prefill must
+// follow); stats.prefill_ms is added to; prompt_length is set if unset.
+//
+// Parameters:
+//   block_size  int in [1, 65536], default 256   attention query block
+//
+// THREADING: one instance per request (sift/stage.h).
+// ERRORS:    FAILED_PRECONDITION when no later stage planned statistics; INVALID_ARGUMENT for an
+//            empty prompt or out-of-vocabulary token; the context's cancel status.
+#ifndef SIFT_PLUGINS_PREFILL_PARTIAL_PREFILL_PARTIAL_STAGE_H_
+#define SIFT_PLUGINS_PREFILL_PARTIAL_PREFILL_PARTIAL_STAGE_H_
+
+#include <cstdint>
+
+#include "sift/stage.h"
+
+namespace sift::plugins {
+
+class PrefillPartialStage : public Stage {
+ public:
+  PrefillPartialStage(const StageParams& params, const Model& model);
+  Status Run(const Model& model, RequestState& state, StageContext& context) override;
+
+ private:
+  int64_t block_size_;
+};
+
+}  // namespace sift::plugins
+
+#endif  // SIFT_PLUGINS_PREFILL_PARTIAL_PREFILL_PARTIAL_STAGE_H_

@@ -1,0 +1,109 @@
+// Both filter pipelines run stage by stage in process: the filter replaces the prompt with the
+// selected tokens (question kept, original order) and the re-prefill caches them at fresh
+// positions 0..k-1, ready to decode.
+#include <gtest/gtest.h>
+
+#include "gemfilter_stage.h"
+#include "ilre_stage.h"
+#include "model_env.h"
+#include "prefill_full_stage.h"
+#include "prefill_partial_stage.h"
+#include "prefill_streaming_stage.h"
+#include "test_context.h"
+
+namespace sift::plugins {
+namespace {
+
+using sift::testing::FillerPrompt;
+using sift::testing::Fp32Model;
+using sift::testing::TestContext;
+
+StageParams Params(const std::string& plugin, const nlohmann::json& values) {
+  StageParams p("test", plugin, plugin);
+  for (auto& [key, value] : values.items()) p.Set(key, value, "test");
+  return p;
+}
+
+void ExpectFreshPositions(const RequestState& state) {
+  const int64_t k = static_cast<int64_t>(state.tokens.size());
+  ASSERT_NE(state.cache, nullptr);
+  for (int64_t l = 0; l < state.cache->num_layers(); ++l) {
+    ASSERT_EQ(state.cache->size(l), k);
+    const at::Tensor want = at::arange(k, at::kLong).expand({state.cache->shape().num_kv_heads, k});
+    ASSERT_TRUE(at::equal(state.cache->Positions(l), want)) << "layer " << l;
+  }
+  EXPECT_EQ(state.next_position, k);
+  EXPECT_TRUE(state.last_logits.defined());
+}
+
+void RunPipeline(const Model& model, std::vector<std::unique_ptr<Stage>>& stages,
+                 RequestState& state) {
+  for (auto& s : stages) ASSERT_TRUE(s->Plan(model, state.plan).ok());
+  TestContext context;
+  for (auto& s : stages) {
+    const Status st = s->Run(model, state, context);
+    ASSERT_TRUE(st.ok()) << st.message();
+  }
+}
+
+TEST(Reprefill, GemFilterKeepsTopKAndQuestionAtFreshPositions) {
+  SIFT_FILTERS_REQUIRE_MODEL();
+  const Model& model = *Fp32Model();
+  RequestState state;
+  state.tokens = FillerPrompt(model, 12, &state.question_begin);
+  const std::vector<TokenId> original = state.tokens;
+  const int64_t qb = state.question_begin, n = static_cast<int64_t>(original.size());
+  std::vector<std::unique_ptr<Stage>> stages;
+  stages.push_back(std::make_unique<PrefillPartialStage>(Params("prefill_partial", {}), model));
+  stages.push_back(
+      std::make_unique<GemFilterStage>(Params("gemfilter", {{"layer", 2}, {"topk", 40}}), model));
+  stages.push_back(std::make_unique<PrefillFullStage>(Params("prefill_full", {}), model));
+  RunPipeline(model, stages, state);
+  ASSERT_EQ(state.tokens.size(), 40u);
+  EXPECT_EQ(state.prompt_length, n);
+  // The question is the tail, unchanged.
+  ASSERT_EQ(state.question_begin, 40 - (n - qb));
+  EXPECT_TRUE(std::equal(state.tokens.begin() + state.question_begin, state.tokens.end(),
+                         original.begin() + qb));
+  ExpectFreshPositions(state);
+}
+
+TEST(Reprefill, IlreKeepsSinkBudgetAndQueryAtFreshPositions) {
+  SIFT_FILTERS_REQUIRE_MODEL();
+  const Model& model = *Fp32Model();
+  RequestState state;
+  state.tokens = FillerPrompt(model, 12, &state.question_begin);
+  const std::vector<TokenId> original = state.tokens;
+  const int64_t qb = state.question_begin, n = static_cast<int64_t>(original.size());
+  std::vector<std::unique_ptr<Stage>> stages;
+  stages.push_back(std::make_unique<PrefillStreamingStage>(
+      Params("prefill_streaming", {{"window", 16}, {"chunk", 32}}), model));
+  stages.push_back(
+      std::make_unique<IlreStage>(Params("ilre", {{"retrieval_layer", 3}, {"budget", 30}}), model));
+  stages.push_back(std::make_unique<PrefillFullStage>(Params("prefill_full", {}), model));
+  RunPipeline(model, stages, state);
+  // Sink (4) + budget (30) + the query part.
+  ASSERT_EQ(static_cast<int64_t>(state.tokens.size()), 4 + 30 + (n - qb));
+  EXPECT_TRUE(std::equal(state.tokens.begin(), state.tokens.begin() + 4, original.begin()));
+  EXPECT_EQ(state.question_begin, 34);
+  EXPECT_TRUE(std::equal(state.tokens.begin() + 34, state.tokens.end(), original.begin() + qb));
+  EXPECT_EQ(state.prompt_length, n);
+  ExpectFreshPositions(state);
+}
+
+TEST(Reprefill, FiltersRefuseWithoutScores) {
+  SIFT_FILTERS_REQUIRE_MODEL();
+  const Model& model = *Fp32Model();
+  RequestState state;
+  state.tokens = FillerPrompt(model, 2, &state.question_begin);
+  TestContext context;
+  IlreStage ilre(Params("ilre", {}), model);
+  EXPECT_EQ(ilre.Run(model, state, context).code(), StatusCode::kFailedPrecondition);
+  GemFilterStage gem(Params("gemfilter", {}), model);
+  EXPECT_EQ(gem.Run(model, state, context).code(), StatusCode::kFailedPrecondition);
+  PrefillStreamingStage streaming(Params("prefill_streaming", {}), model);
+  EXPECT_EQ(streaming.Run(model, state, context).code(), StatusCode::kFailedPrecondition);
+}
+
+}  // namespace
+}  // namespace sift::plugins

@@ -1,0 +1,96 @@
+// Both filter pipelines answer through the real siftd (started as a process with this build's
+// plugins and the repository's pipelines), with small budgets so that a short prompt is really
+// filtered: the final reply reports the original prompt length, fewer kept tokens, and the
+// answer still contains the code from the context.
+#include <gtest/gtest.h>
+
+#include <chrono>
+#include <cstdlib>
+#include <filesystem>
+#include <string>
+
+#include "client.h"
+#include "support/siftd_process.h"
+
+namespace {
+
+using json = nlohmann::json;
+using Clock = std::chrono::steady_clock;
+
+std::string Context() {
+  std::string c;
+  for (int i = 0; i < 24; ++i) {
+    c += i == 9 ? "Maria keeps her bicycle in the blue shed. The shed's code is 4417. "
+                : "The weather in the valley was mild and the river ran slowly past the farms. ";
+  }
+  return c;
+}
+
+class FiltersSiftdTest : public ::testing::Test {
+ protected:
+  static void SetUpTestSuite() {
+    if (!std::getenv("SIFT_MODEL")) return;
+    for (const char* p : {"prefill_full", "decode_local", "prefill_partial", "gemfilter",
+                          "prefill_streaming", "ilre"}) {
+      if (!std::filesystem::exists(std::string(SIFT_BINARY_DIR) + "/plugins/" + p + ".so")) {
+        return;
+      }
+    }
+    daemon_ = new sift::testing::SiftdProcess();
+    start_error_ = daemon_->Start({"--n-ctx", "1024", "--workers", "1"});
+  }
+  static void TearDownTestSuite() {
+    delete daemon_;
+    daemon_ = nullptr;
+  }
+  void SetUp() override {
+    if (!std::getenv("SIFT_MODEL")) GTEST_SKIP() << "SIFT_MODEL not set";
+    if (!daemon_) GTEST_SKIP() << "filter plugins not built";
+    ASSERT_EQ(start_error_, "");
+  }
+  json Ask(const std::string& pipeline, const json& params) {
+    sift::client::ClientOptions o;
+    o.endpoint = daemon_->endpoint();
+    sift::client::SiftClient c(ctx_, o);
+    const std::string id = pipeline + "-1";
+    c.Send({{"type", "generate"},
+            {"id", id},
+            {"pipeline", pipeline},
+            {"context", Context()},
+            {"question", "What is the shed's code? Answer with the number only."},
+            {"max_tokens", 8},
+            {"params", params}});
+    const auto end = Clock::now() + std::chrono::seconds(60);
+    json h;
+    while (Clock::now() < end) {
+      if (!c.Recv(&h, 100) || h.value("id", json()) != json(id)) continue;
+      if (h["type"] == "final" || h["type"] == "error") return h;
+    }
+    return json{{"type", "timeout"}};
+  }
+
+  static inline sift::testing::SiftdProcess* daemon_ = nullptr;
+  static inline std::string start_error_;
+  zmq::context_t ctx_{1};
+};
+
+void ExpectFiltered(const json& reply, int64_t max_kept) {
+  ASSERT_EQ(reply["type"], "final") << reply.dump();
+  const json& stats = reply["stats"];
+  EXPECT_GT(stats["tokens_before"].get<int64_t>(), 400) << stats.dump();
+  EXPECT_LE(stats["tokens_kept"].get<int64_t>(), max_kept) << stats.dump();
+  EXPECT_LT(stats["kv_bytes"].get<int64_t>(), stats["kv_bytes_full"].get<int64_t>());
+  EXPECT_NE(reply["text"].get<std::string>().find("4417"), std::string::npos) << reply.dump();
+}
+
+TEST_F(FiltersSiftdTest, GemFilterAnswers) {
+  // topk counts the question too; layer 13 as the paper.
+  ExpectFiltered(Ask("gemfilter", {{"filter", {{"topk", 160}}}}), 160);
+}
+
+TEST_F(FiltersSiftdTest, IlreAnswers) {
+  // 4 sink + 128 context + the query part (about 40 tokens with the chat template's tail).
+  ExpectFiltered(Ask("ilre", {{"filter", {{"budget", 128}}}}), 4 + 128 + 60);
+}
+
+}  // namespace
