@@ -84,7 +84,9 @@ TEST_F(TasksTest, EveryTaskFitsIsDeterministicAndScores) {
     EXPECT_DOUBLE_EQ(Score(a, Joined(a)), 1.0);
     EXPECT_DOUBLE_EQ(Score(a, "I do not know the answer."), 0.0);
     // Another sample's answers (substring matching may credit a shared word of the list tasks).
-    if (task != "needle") EXPECT_LT(Score(a, Joined(b)), 0.5);
+    if (task != "needle") {
+      EXPECT_LT(Score(a, Joined(b)), 0.5);
+    }
     // The answers of a RULER task appear in the context (the task is answerable).
     if (task != "cwe" && task != "fwe" && task != "needle") {
       for (const std::string& ans : a.answers) {

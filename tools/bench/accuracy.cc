@@ -1,0 +1,131 @@
+// `sift-bench accuracy`: every (task, length, depth, sample) under every config; one row per
+// config x sample with the output and its score. Writes OUT/accuracy.{csv,json} and prints a
+// summary (mean score per config x task x length).
+#include <cstdio>
+#include <map>
+
+#include "cli.h"
+#include "progress.h"
+#include "results.h"
+#include "sift/error.h"
+#include "sift/gguf.h"
+#include "tasks.h"
+
+namespace sift::bench {
+
+int RunAccuracy(int argc, char** argv) {
+  std::set<std::string> values = kCommonValues;
+  values.insert({"tasks", "lengths", "depths", "samples"});
+  const Args args(argc, argv, 2, kCommonFlags, values);
+  const Common common = ReadCommon(args, false);
+  const std::vector<std::string> tasks =
+      SplitList(args.Get("tasks", common.quick ? "passkey" : "passkey,needle,niah_single_1"));
+  const std::vector<int64_t> lengths =
+      ParseIntList(args.Get("lengths", common.quick ? "512" : "1024,2048,4096"), "--lengths");
+  const std::vector<int64_t> depths = ParseIntList(args.Get("depths", ""), "--depths");
+  const int64_t samples = args.Int("samples", common.quick ? 3 : 5);
+  for (const std::string& t : tasks) TaskHasDepth(t);  // validates the names early
+
+  const std::unique_ptr<GgufFile> gguf = GgufFile::Open(common.model);
+  const std::unique_ptr<Tokenizer> tokenizer = Tokenizer::FromGguf(*gguf);
+
+  struct Job {
+    TaskOptions options;
+    int64_t index;
+  };
+  std::vector<Job> jobs;
+  for (const std::string& task : tasks) {
+    for (int64_t length : lengths) {
+      std::vector<int64_t> ds = depths;
+      if (ds.empty() || !TaskHasDepth(task)) ds = {-1};
+      for (int64_t d : ds) {
+        for (int64_t i = 0; i < samples; ++i) {
+          jobs.push_back(
+              {TaskOptions{task, length, static_cast<int>(d), common.seed, common.haystack_dir, 0},
+               i});
+        }
+      }
+    }
+  }
+  std::unique_ptr<Backend> backend = MakeBackend(args, common, false);
+  nlohmann::json meta = MakeMeta(argc, argv, common.model);
+  meta["backend"] = backend->Describe();
+  meta["settings"] = {
+      {"tasks", tasks},        {"lengths", lengths},   {"depths", depths},
+      {"samples", samples},    {"seed", common.seed},  {"haystack", common.haystack_dir},
+      {"quick", common.quick}, {"sampling", "greedy"}, {"dtype", args.Get("dtype", "bf16")}};
+  nlohmann::json configs = nlohmann::json::array();
+  for (const BenchConfig& c : common.configs) {
+    configs.push_back({{"label", c.label}, {"pipeline", c.pipeline}, {"overrides", c.overrides}});
+  }
+  meta["configs"] = configs;
+  std::fprintf(stderr, "sift-bench accuracy: %zu samples x %zu configs on %s\n", jobs.size(),
+               common.configs.size(), backend->Describe().c_str());
+
+  nlohmann::json rows = nlohmann::json::array();
+  std::map<std::string, std::pair<double, int>> summary;
+  int failures = 0;
+  Progress progress("accuracy", static_cast<int64_t>(jobs.size()));
+  for (const Job& job : jobs) {
+    const Sample sample = MakeSample(job.options, *tokenizer, job.index);
+    progress.Begin(sample.id + " (" + std::to_string(sample.prompt_tokens) + " tokens)");
+    const std::vector<RunResult> results = backend->Run(common.configs, sample, RunOptions{});
+    std::string line;
+    for (size_t c = 0; c < results.size(); ++c) {
+      const RunResult& r = results[c];
+      const double score = r.ok ? Score(sample, r.text) : 0.0;
+      if (!r.ok) ++failures;
+      nlohmann::json row = {{"config", common.configs[c].label},
+                            {"pipeline", common.configs[c].pipeline},
+                            {"task", sample.task},
+                            {"id", sample.id},
+                            {"length", sample.length},
+                            {"depth", sample.depth_percent},
+                            {"index", job.index},
+                            {"prompt_tokens", sample.prompt_tokens},
+                            {"score", score},
+                            {"ok", r.ok},
+                            {"error", r.error},
+                            {"output", r.text},
+                            {"answers", sample.answers},
+                            {"finish_reason", r.finish_reason},
+                            {"completion_tokens", r.completion_tokens},
+                            {"shared_prefill", r.shared_prefill},
+                            {"client_ms", r.client_ms}};
+      for (const char* k :
+           {"prefill_ms", "ttft_ms", "e2e_ms", "tokens_kept", "kv_bytes", "kv_bytes_full"}) {
+        row[k] = r.stats.value(k, nlohmann::json());
+      }
+      rows.push_back(row);
+      auto& s = summary[common.configs[c].label + " " + sample.task + " " +
+                        std::to_string(sample.length)];
+      s.first += score;
+      s.second += 1;
+      char buf[96];
+      std::snprintf(buf, sizeof(buf), "%s%s=%.2f", line.empty() ? "" : " ",
+                    common.configs[c].label.c_str(), score);
+      line += r.ok ? buf : " " + common.configs[c].label + "=ERROR(" + r.error + ")";
+    }
+    progress.End(line);
+  }
+  WriteResults(common.out, "accuracy", meta, rows, {"config",        "pipeline",
+                                                    "task",          "id",
+                                                    "length",        "depth",
+                                                    "index",         "prompt_tokens",
+                                                    "score",         "ok",
+                                                    "error",         "output",
+                                                    "finish_reason", "completion_tokens",
+                                                    "tokens_kept",   "kv_bytes",
+                                                    "kv_bytes_full", "prefill_ms",
+                                                    "ttft_ms",       "e2e_ms",
+                                                    "client_ms",     "shared_prefill"});
+  std::printf("%-40s %8s %4s\n", "config task length", "score", "n");
+  for (const auto& [key, s] : summary) {
+    std::printf("%-40s %8.3f %4d\n", key.c_str(), s.first / s.second, s.second);
+  }
+  std::printf("wrote %s/accuracy.csv and accuracy.json (%zu rows, %d failed runs)\n",
+              common.out.c_str(), rows.size(), failures);
+  return failures > 0 ? 1 : 0;
+}
+
+}  // namespace sift::bench

@@ -1,0 +1,335 @@
+#include "in_process_backend.h"
+
+#include <chrono>
+#include <map>
+
+#include "daemon/catalog.h"
+#include "daemon/pipeline_config.h"
+#include "daemon/pipeline_runner.h"
+#include "daemon/protocol.h"
+#include "daemon/request_builder.h"
+#include "sift/error.h"
+
+namespace sift::bench {
+namespace {
+
+using daemon::ResolvedStage;
+using nlohmann::json;
+
+class QuietContext final : public StageContext {
+ public:
+  bool Cancelled() const override { return false; }
+  Status CancelStatus() const override { return Status::Ok(); }
+  void Progress(const std::string&, int64_t, int64_t) override {}
+  bool Emit(const std::string&, TokenId) override { return true; }
+};
+
+at::Tensor Clone(const at::Tensor& t) { return t.defined() ? t.clone() : t; }
+
+// The overrides of one stage as RunPipeline merges them: plugin entry, then label entry.
+json StageOverrides(const ResolvedStage& stage, const json& overrides) {
+  json merged = json::object();
+  for (const std::string& key : {stage.config.plugin, stage.config.label}) {
+    auto it = overrides.find(key);
+    if (it != overrides.end() && it->is_object()) merged.update(*it);
+  }
+  return merged;
+}
+
+// Only the override entries that name one of `stages` (RunPipeline rejects the others).
+json OverridesFor(const std::vector<ResolvedStage>& stages, const json& overrides) {
+  json out = json::object();
+  for (const auto& [key, value] : overrides.items()) {
+    for (const ResolvedStage& s : stages) {
+      if (key == s.config.label || key == s.config.plugin) out[key] = value;
+    }
+  }
+  return out;
+}
+
+bool MergeRequest(AttentionStatsRequest& into, const AttentionStatsRequest& r) {
+  if (into.window != r.window && into.window != 0 && r.window != 0) return false;
+  if (into.max_from_query != r.max_from_query && into.max_from_query >= 0 &&
+      r.max_from_query >= 0) {
+    return false;
+  }
+  into.window = std::max(into.window, r.window);
+  into.max_from_query = std::max(into.max_from_query, r.max_from_query);
+  into.last_query = into.last_query || r.last_query;
+  into.column_sum = into.column_sum || r.column_sum;
+  into.last_query_logit_sum = into.last_query_logit_sum || r.last_query_logit_sum;
+  return true;
+}
+
+bool MergePlan(RequestPlan& into, const RequestPlan& plan) {
+  if (into.reuse_leader != plan.reuse_leader) return false;
+  RequestPlan merged = into;
+  for (const auto& [layer, request] : plan.stats) {
+    auto it = merged.stats.find(layer);
+    if (it == merged.stats.end()) {
+      merged.stats[layer] = request;
+    } else if (!MergeRequest(it->second, request)) {
+      return false;
+    }
+  }
+  into = std::move(merged);
+  return true;
+}
+
+int64_t FullCacheBytes(const Model& model, int64_t n) {
+  const ModelConfig& c = model.config();
+  const int64_t per_entry =
+      2 * c.head_dim * static_cast<int64_t>(c10::elementSize(model.options().dtype)) + 8;
+  return n * c.num_layers * c.num_kv_heads * per_entry;
+}
+
+struct Prepared {
+  const BenchConfig* config = nullptr;
+  size_t index = 0;  // in the caller's configs
+  std::string pipeline;
+  std::vector<ResolvedStage> stages;
+  std::vector<StageKind> kinds;
+  RequestPlan plan;
+  std::string prefill_key;  // "" = cannot share
+};
+
+class InProcessBackend final : public Backend {
+ public:
+  explicit InProcessBackend(const InProcessOptions& options) : options_(options) {
+    ModelOptions mo;
+    mo.dtype = ParseDtype(options.dtype);
+    mo.threads = options.threads;
+    ConfigureThreads(options.threads);
+    model_ = Model::Load(options.model, mo);
+    daemon::CatalogOptions co;
+    co.plugins_dir = options.plugins_dir;
+    co.pipelines_dir = options.pipelines_dir;
+    co.poll_interval_ms = 0;
+    co.log = [](const std::string& level, const json& fields) {
+      if (level != "info") {
+        std::fprintf(stderr, "sift-bench: catalog %s: %s\n", level.c_str(),
+                     fields.value("message", fields.dump()).c_str());
+      }
+    };
+    catalog_ = daemon::Catalog::Create(co, model_);
+    snapshot_ = catalog_->Snapshot();
+  }
+
+  std::string Describe() const override { return "in-process"; }
+
+  std::vector<RunResult> Run(const std::vector<BenchConfig>& configs, const Sample& sample,
+                             const RunOptions& options) override {
+    std::vector<RunResult> results(configs.size());
+    RequestState base;
+    const Status built = BuildBase(sample, options, &base);
+    if (!built.ok()) {
+      for (RunResult& r : results) r.error = built.ToString();
+      return results;
+    }
+    // Resolve and plan every config.
+    std::vector<Prepared> prepared;
+    for (size_t i = 0; i < configs.size(); ++i) {
+      Prepared p;
+      p.config = &configs[i];
+      p.index = i;
+      try {
+        Resolve(configs[i], &p);
+      } catch (const std::exception& e) {
+        results[i].error = e.what();
+        continue;
+      }
+      prepared.push_back(std::move(p));
+    }
+    // Groups: same prefill key and mergeable plans.
+    struct Group {
+      std::vector<Prepared*> members;
+      RequestPlan plan;
+    };
+    std::vector<Group> groups;
+    for (Prepared& p : prepared) {
+      bool placed = false;
+      if (options_.share_prefill && !p.prefill_key.empty()) {
+        for (Group& g : groups) {
+          if (g.members[0]->prefill_key != p.prefill_key) continue;
+          if (MergePlan(g.plan, p.plan)) {
+            g.members.push_back(&p);
+            placed = true;
+            break;
+          }
+        }
+      }
+      if (!placed) groups.push_back(Group{{&p}, p.plan});
+    }
+    for (Group& g : groups) {
+      if (g.members.size() == 1) {
+        Prepared& p = *g.members[0];
+        RequestState state = CopyState(base);
+        const auto start = std::chrono::steady_clock::now();
+        const Status s = daemon::RunPipeline(p.pipeline, p.stages, *model_, state,
+                                             p.config->overrides, context_);
+        results[p.index] = Finish(p, state, s, start, false);
+        continue;
+      }
+      RequestState shared = CopyState(base);
+      shared.plan = g.plan;
+      const std::vector<ResolvedStage> first(g.members[0]->stages.begin(),
+                                             g.members[0]->stages.begin() + 1);
+      const auto start = std::chrono::steady_clock::now();
+      const Status ps =
+          daemon::RunPipeline(g.members[0]->pipeline, first, *model_, shared,
+                              OverridesFor(first, g.members[0]->config->overrides), context_);
+      const double prefill_ms =
+          std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start)
+              .count();
+      for (Prepared* p : g.members) {
+        if (!ps.ok()) {
+          results[p->index].error = ps.ToString();
+          continue;
+        }
+        RequestState state = CopyState(shared);
+        state.plan = p->plan;
+        const std::vector<ResolvedStage> rest(p->stages.begin() + 1, p->stages.end());
+        const auto t0 = std::chrono::steady_clock::now();
+        const Status s = daemon::RunPipeline(p->pipeline, rest, *model_, state,
+                                             OverridesFor(rest, p->config->overrides), context_);
+        results[p->index] = Finish(*p, state, s, t0, true);
+        results[p->index].client_ms += prefill_ms;
+      }
+    }
+    return results;
+  }
+
+ private:
+  Status BuildBase(const Sample& sample, const RunOptions& options, RequestState* state) {
+    daemon::GenerateRequest req;
+    req.id = sample.id;
+    req.input = daemon::InputKind::kContextQuestion;
+    req.context = sample.context;
+    req.question = sample.question;
+    req.max_tokens = options.max_tokens > 0 ? options.max_tokens : sample.max_tokens;
+    req.ignore_eos = options.ignore_eos;
+    bool clamped = false;
+    json details;
+    return daemon::BuildRequestState(*model_, req, daemon::BuildOptions{}, state, &clamped,
+                                     &details);
+  }
+
+  void Resolve(const BenchConfig& config, Prepared* p) {
+    auto pipeline = snapshot_->FindPipeline(config.pipeline);
+    if (!pipeline) throw Error("unknown or broken pipeline '" + config.pipeline + "'");
+    auto it = resolved_.find(config.pipeline);
+    if (it == resolved_.end()) {
+      const daemon::PipelineConfig pc = daemon::ParsePipelineFile(pipeline->file());
+      daemon::PluginMap plugins;
+      for (const daemon::StageConfig& s : pc.stages) {
+        auto plugin = snapshot_->FindPlugin(s.plugin);
+        if (plugin) plugins[s.plugin] = plugin;
+      }
+      it = resolved_.emplace(config.pipeline, daemon::ValidatePipeline(pc, plugins, model_.get()))
+               .first;
+    }
+    p->pipeline = config.pipeline;
+    p->stages = it->second;
+    for (const daemon::StageInfo& info : pipeline->stages()) p->kinds.push_back(info.kind);
+    for (const ResolvedStage& stage : p->stages) {
+      daemon::StageHandle instance =
+          daemon::InstantiateStage(stage, StageOverrides(stage, config.overrides), *model_);
+      const Status s = instance->Plan(*model_, p->plan);
+      if (!s.ok()) throw Error("stage '" + stage.config.label + "' (plan): " + s.message());
+    }
+    if (p->stages.size() >= 2 && !p->kinds.empty() && p->kinds[0] == StageKind::kPrefill &&
+        p->stages[0].config.endpoint.empty()) {
+      json params = p->stages[0].config.params.ToJson();
+      params.update(StageOverrides(p->stages[0], config.overrides));
+      p->prefill_key = p->stages[0].plugin->id() + " " + params.dump();
+    }
+  }
+
+  RunResult Finish(const Prepared& p, const RequestState& state, const Status& status,
+                   std::chrono::steady_clock::time_point start, bool shared) {
+    RunResult r;
+    r.shared_prefill = shared;
+    r.client_ms =
+        std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
+    if (!status.ok()) {
+      r.error = status.ToString();
+      return r;
+    }
+    r.ok = true;
+    r.text = state.result.text;
+    r.finish_reason = FinishReasonName(state.result.finish);
+    r.prompt_tokens = state.prompt_length;
+    r.completion_tokens = static_cast<int64_t>(state.result.tokens.size());
+    double before = 0, decode = 0;
+    json stages = json::array();
+    for (size_t i = 0; i < state.stats.stages.size(); ++i) {
+      const StageTiming& t = state.stats.stages[i];
+      const bool is_decode = i < p.kinds.size() && p.kinds[i] == StageKind::kDecode;
+      (is_decode ? decode : before) += t.ms;
+      stages.push_back({{"stage", t.stage}, {"plugin", t.plugin}, {"ms", t.ms}});
+    }
+    int64_t kept = state.stats.tokens_kept;
+    if (kept <= 0 && state.cache && state.cache->num_layers() > 0) {
+      kept = std::max<int64_t>(0, state.cache->TotalEntries() / state.cache->num_layers() -
+                                      std::max<int64_t>(0, r.completion_tokens - 1));
+    }
+    r.stats = {{"prefill_ms", before},
+               {"decode_ms", decode},
+               {"tokens_before", state.prompt_length},
+               {"tokens_kept", kept},
+               {"kv_bytes",
+                state.stats.kv_bytes > 0 ? state.stats.kv_bytes : FullCacheBytes(*model_, kept)},
+               {"kv_bytes_full", FullCacheBytes(*model_, state.prompt_length)},
+               {"stages", stages}};
+    return r;
+  }
+
+  InProcessOptions options_;
+  std::shared_ptr<const Model> model_;
+  std::unique_ptr<daemon::Catalog> catalog_;
+  std::shared_ptr<const daemon::CatalogSnapshot> snapshot_;
+  std::map<std::string, std::vector<ResolvedStage>> resolved_;
+  QuietContext context_;
+};
+
+}  // namespace
+
+RequestState CopyState(const RequestState& s) {
+  RequestState c;
+  c.id = s.id;
+  c.tokens = s.tokens;
+  c.question_begin = s.question_begin;
+  c.prompt_length = s.prompt_length;
+  c.generation = s.generation;
+  if (s.cache) {
+    c.cache = std::make_unique<KvCache>(s.cache->shape());
+    for (int64_t l = 0; l < s.cache->num_layers(); ++l) {
+      if (s.cache->size(l) == 0) continue;
+      c.cache->Set(l, s.cache->Keys(l).clone(), s.cache->Values(l).clone(),
+                   s.cache->Positions(l).clone());
+    }
+  }
+  c.next_position = s.next_position;
+  c.last_logits = Clone(s.last_logits);
+  for (const auto& [layer, st] : s.layer_stats) {
+    AttentionStats& d = c.layer_stats[layer];
+    d.window_sum = Clone(st.window_sum);
+    d.last_query = Clone(st.last_query);
+    d.column_sum = Clone(st.column_sum);
+    d.max_prob = Clone(st.max_prob);
+    d.last_query_logit_sum = Clone(st.last_query_logit_sum);
+  }
+  c.hidden = Clone(s.hidden);
+  c.layer_cursor = s.layer_cursor;
+  for (const auto& [layer, t] : s.kept_indices) c.kept_indices[layer] = Clone(t);
+  c.plan = s.plan;
+  c.result = s.result;
+  c.stats = s.stats;
+  return c;
+}
+
+std::unique_ptr<Backend> MakeInProcessBackend(const InProcessOptions& options) {
+  return std::make_unique<InProcessBackend>(options);
+}
+
+}  // namespace sift::bench

@@ -1,0 +1,114 @@
+// `sift-bench speed`: TTFT, prefill, decode tokens/s, end-to-end, KV bytes (from the daemon's
+// `final` stats) and the daemon's peak RSS, per config x length, repeated. Configs are
+// interleaved inside each repetition so that drift on a shared machine hits all of them. The
+// prompt at each length is the needle task's (essay haystack, needle at 50 %); generation runs
+// exactly --max-tokens tokens (ignore_eos). One warm-up request (discarded) runs first.
+// Peak RSS: VmHWM of the spawned daemon, reset before every request by writing "5" to
+// /proc/PID/clear_refs (only with --spawn; -1 otherwise).
+#include <algorithm>
+#include <cstdio>
+#include <map>
+
+#include "cli.h"
+#include "progress.h"
+#include "results.h"
+#include "sift/error.h"
+#include "sift/gguf.h"
+#include "tasks.h"
+
+namespace sift::bench {
+
+int RunSpeed(int argc, char** argv) {
+  std::set<std::string> values = kCommonValues;
+  values.insert({"lengths", "repeats", "max-tokens"});
+  const Args args(argc, argv, 2, kCommonFlags, values);
+  const Common common = ReadCommon(args, true);
+  const std::vector<int64_t> lengths =
+      ParseIntList(args.Get("lengths", common.quick ? "512" : "1024,2048,4096,8192"), "--lengths");
+  const int64_t repeats = args.Int("repeats", common.quick ? 1 : 3);
+  const int64_t max_tokens = args.Int("max-tokens", common.quick ? 8 : 32);
+  if (max_tokens < 2 || max_tokens > 64) throw Error("--max-tokens must be in [2, 64]");
+
+  const std::unique_ptr<GgufFile> gguf = GgufFile::Open(common.model);
+  const std::unique_ptr<Tokenizer> tokenizer = Tokenizer::FromGguf(*gguf);
+  std::unique_ptr<Backend> backend = MakeBackend(args, common, true);
+  const pid_t pid = backend->DaemonPid();
+  const bool rss_reset = pid > 0 && ResetPeakRss(pid);
+
+  nlohmann::json meta = MakeMeta(argc, argv, common.model);
+  meta["backend"] = backend->Describe();
+  meta["settings"] = {{"lengths", lengths},
+                      {"repeats", repeats},
+                      {"max_tokens", max_tokens},
+                      {"prompt", "needle task at 50 % depth, essay haystack"},
+                      {"seed", common.seed},
+                      {"peak_rss", pid > 0 ? (rss_reset ? "VmHWM, reset per request"
+                                                        : "VmHWM, cumulative (reset refused)")
+                                           : "unavailable (not spawned)"},
+                      {"dtype", args.Get("dtype", "bf16")}};
+  nlohmann::json configs = nlohmann::json::array();
+  for (const BenchConfig& c : common.configs) {
+    configs.push_back({{"label", c.label}, {"pipeline", c.pipeline}, {"overrides", c.overrides}});
+  }
+  meta["configs"] = configs;
+
+  std::vector<Sample> prompts;
+  for (int64_t length : lengths) {
+    prompts.push_back(MakeSample(
+        TaskOptions{"needle", length, 50, common.seed, common.haystack_dir, 0}, *tokenizer, 0));
+  }
+  RunOptions ro;
+  ro.max_tokens = max_tokens;
+  ro.ignore_eos = true;
+  {
+    std::fprintf(stderr, "sift-bench speed: warm-up on %s\n", backend->Describe().c_str());
+    const auto warm = backend->Run({common.configs[0]}, prompts.front(), ro);
+    if (!warm[0].ok) throw Error("warm-up failed: " + warm[0].error);
+  }
+  nlohmann::json rows = nlohmann::json::array();
+  int failures = 0;
+  Progress progress("speed",
+                    static_cast<int64_t>(lengths.size() * repeats * common.configs.size()));
+  for (size_t l = 0; l < lengths.size(); ++l) {
+    for (int64_t rep = 0; rep < repeats; ++rep) {
+      for (const BenchConfig& c : common.configs) {
+        progress.Begin(c.label + " @" + std::to_string(lengths[l]) + " rep " +
+                       std::to_string(rep + 1));
+        if (pid > 0) ResetPeakRss(pid);
+        const RunResult r = backend->Run({c}, prompts[l], ro)[0];
+        const int64_t peak = PeakRssKb(pid);
+        if (!r.ok) ++failures;
+        nlohmann::json row = {{"config", c.label},
+                              {"pipeline", c.pipeline},
+                              {"length", lengths[l]},
+                              {"repeat", rep},
+                              {"prompt_tokens", r.prompt_tokens},
+                              {"completion_tokens", r.completion_tokens},
+                              {"ok", r.ok},
+                              {"error", r.error},
+                              {"client_ms", r.client_ms},
+                              {"peak_rss_kb", peak}};
+        for (const char* k : {"ttft_ms", "prefill_ms", "decode_ms", "decode_tok_s", "e2e_ms",
+                              "queue_ms", "tokens_kept", "kv_bytes", "kv_bytes_full"}) {
+          row[k] = r.stats.value(k, nlohmann::json());
+        }
+        rows.push_back(row);
+        char buf[160];
+        std::snprintf(buf, sizeof(buf), "ttft %.0f ms, decode %.1f tok/s, peak RSS %lld MiB",
+                      r.stats.value("ttft_ms", 0.0), r.stats.value("decode_tok_s", 0.0),
+                      static_cast<long long>(peak / 1024));
+        progress.End(r.ok ? buf : "ERROR " + r.error);
+      }
+    }
+  }
+  WriteResults(
+      common.out, "speed", meta, rows,
+      {"config", "pipeline", "length", "repeat", "prompt_tokens", "completion_tokens", "ttft_ms",
+       "prefill_ms", "decode_ms", "decode_tok_s", "e2e_ms", "queue_ms", "client_ms", "tokens_kept",
+       "kv_bytes", "kv_bytes_full", "peak_rss_kb", "ok", "error"});
+  std::printf("wrote %s/speed.csv and speed.json (%zu rows, %d failed runs)\n", common.out.c_str(),
+              rows.size(), failures);
+  return failures > 0 ? 1 : 0;
+}
+
+}  // namespace sift::bench
