@@ -1,0 +1,68 @@
+#include "layerwise_stage.h"
+
+#include <string>
+
+#include "cache_edit.h"
+#include "selection_ops.h"
+
+namespace sift::plugins {
+
+LayerwiseStage::LayerwiseStage(const StageParams& params)
+    : n_reuse_(params.GetInt("n_reuse", 2, 1, 1024)) {}
+
+Status LayerwiseStage::Plan(const Model& model, RequestPlan& plan) const {
+  PlanLayers(model.config().num_layers, plan);
+  return Status::Ok();
+}
+
+void LayerwiseStage::PlanLayers(int64_t num_layers, RequestPlan& plan) const {
+  for (int64_t l = 0; l < num_layers; ++l) {
+    const int64_t leader = ReuseLeader(l, n_reuse_);
+    if (leader == l) continue;
+    plan.stats.erase(l);
+    plan.reuse_leader[l] = leader;
+  }
+}
+
+Status LayerwiseStage::Run(const Model& model, RequestState& state, StageContext& context) {
+  return RunOn(&model, state, context);
+}
+
+Status LayerwiseStage::RunOn(const Model* model, RequestState& state, StageContext& context) {
+  if (state.cache == nullptr) {
+    return Status(StatusCode::kFailedPrecondition, "no_prefill",
+                  "layerwise needs a prefilled cache and a select stage before it");
+  }
+  KvCache& cache = *state.cache;
+  bool rerotated = false;
+  for (const auto& [follower, leader] : state.plan.reuse_leader) {
+    if (context.Cancelled()) return context.CancelStatus();
+    auto it = state.kept_indices.find(leader);
+    if (it == state.kept_indices.end()) {
+      return Status(StatusCode::kFailedPrecondition, "no_leader_indices",
+                    "layer " + std::to_string(leader) +
+                        " has no kept indices: put a select stage right before layerwise");
+    }
+    if (state.kept_indices.count(follower) ||
+        cache.size(follower) != static_cast<int64_t>(state.tokens.size())) {
+      return Status(StatusCode::kFailedPrecondition, "follower_compressed",
+                    "layer " + std::to_string(follower) +
+                        " does not hold the whole prompt (already compressed?)");
+    }
+    const at::Tensor indices = it->second.clone();
+    SIFT_RETURN_IF_ERROR(ApplyLayerSelection(model, state, follower, indices, false));
+    // A re-rotated leader holds positions other than its prompt indices: follow it.
+    at::Tensor leader_pos = cache.Positions(leader);
+    if (!at::equal(leader_pos, cache.Positions(follower))) {
+      if (model == nullptr) {
+        return Status(StatusCode::kFailedPrecondition, "no_model", "re-rotation needs the model");
+      }
+      RotateToPositions(*model, cache, follower, leader_pos.clone());
+      rerotated = true;
+    }
+    context.Progress("layerwise", follower + 1, cache.num_layers());
+  }
+  return FinishSelection(model, state, rerotated);
+}
+
+}  // namespace sift::plugins

@@ -1,0 +1,152 @@
+#include "select_stage_base.h"
+
+#include <algorithm>
+#include <map>
+
+#include "cache_edit.h"
+#include "sift/error.h"
+
+namespace sift::plugins {
+
+SelectStageBase::SelectStageBase(const StageParams& params, Signal signal) : signal_(signal) {
+  budget_.tokens = params.GetInt("budget", 0, 0, int64_t{1} << 24);
+  const bool has_ratio = params.Has("keep_ratio");
+  budget_.keep_ratio = params.GetDouble("keep_ratio", 0.1, 1e-6, 1.0);
+  if (budget_.tokens > 0 && has_ratio) {
+    params.Fail("keep_ratio", "set either budget or keep_ratio, not both");
+  }
+  query_aware_ = params.GetBool("query_aware", true);
+  rerotate_ = params.GetBool("rerotate", false);
+}
+
+void SelectStageBase::ReadScoring(const StageParams& params, int64_t default_window,
+                                  const std::string& default_pooling, int64_t default_kernel) {
+  if (signal_ == Signal::kWindow) window_ = params.GetInt("window", default_window, 1, 8192);
+  pooling_ = ParsePoolKind(params.GetString("pooling", default_pooling, {"none", "avg", "max"}));
+  kernel_ = params.GetInt("kernel", default_kernel, 1, 1023);
+  gqa_reduce_ = ParseReduce(params.GetString("gqa_reduce", "mean", {"mean", "max", "sum"}));
+}
+
+std::vector<int64_t> SelectStageBase::LayerBudgets(int64_t num_layers, int64_t n_c,
+                                                   int64_t budget) const {
+  return std::vector<int64_t>(num_layers, budget);
+}
+
+Status SelectStageBase::Plan(const Model& model, RequestPlan& plan) const {
+  PlanStats(model.config().num_layers, plan);
+  return Status::Ok();
+}
+
+void SelectStageBase::PlanStats(int64_t num_layers, RequestPlan& plan) const {
+  for (int64_t l = 0; l < num_layers; ++l) {
+    if (plan.reuse_leader.count(l)) continue;
+    if (signal_ == Signal::kWindow && query_aware_) {
+      plan.stats[l].window = std::max(plan.stats[l].window, window_);
+    } else if (signal_ == Signal::kColumnSum) {
+      plan.stats[l].column_sum = true;
+    }
+  }
+}
+
+Status SelectStageBase::Run(const Model& model, RequestState& state, StageContext& context) {
+  return RunOn(&model, state, context);
+}
+
+at::Tensor SelectStageBase::LayerSignal(const AttentionStats& stats) const {
+  return signal_ == Signal::kWindow ? stats.window_sum : stats.column_sum;
+}
+
+Status SelectStageBase::RunOn(const Model* model, RequestState& state, StageContext& context) {
+  if (state.cache == nullptr) {
+    return Status(StatusCode::kFailedPrecondition, "no_prefill",
+                  "a select stage needs a prefilled cache: put a prefill stage before it");
+  }
+  KvCache& cache = *state.cache;
+  const int64_t layers = cache.num_layers();
+  const int64_t heads = cache.shape().num_kv_heads;
+  const int64_t n = cache.size(0);
+  const int64_t qb = std::clamp<int64_t>(state.question_begin, 0, n);
+  const bool context_only = !query_aware_ && qb > 0 && qb < n;
+  const int64_t n_c = context_only ? qb : n;
+  if (context_only && model == nullptr) {
+    return Status(StatusCode::kFailedPrecondition, "no_model",
+                  "context-only selection needs the model");
+  }
+
+  std::vector<int64_t> selected;
+  for (int64_t l = 0; l < layers; ++l) {
+    if (!state.plan.reuse_leader.count(l)) selected.push_back(l);
+  }
+  const std::vector<int64_t> budgets = LayerBudgets(layers, n_c, budget_.Resolve(n_c));
+  bool evicts = false;
+  for (int64_t l : selected) {
+    if (cache.size(l) != n) {
+      return Status(StatusCode::kFailedPrecondition, "ragged_cache",
+                    "select needs every layer to hold the whole prompt (layer " +
+                        std::to_string(l) + " holds " + std::to_string(cache.size(l)) + ")");
+    }
+    evicts = evicts || budgets[l] < n_c;
+  }
+
+  // The signal per selected layer: from the prefill, or recomputed for context-only spans.
+  std::map<int64_t, AttentionStats> observed;
+  const std::map<int64_t, AttentionStats>* stats = &state.layer_stats;
+  if (evicts && signal_ != Signal::kNone && context_only) {
+    const int64_t last = selected.empty() ? 0 : selected.back();
+    if (signal_ == Signal::kWindow) {
+      AttentionStatsRequest r;
+      r.window = std::min(window_, n_c);
+      observed = ObserveRows(*model, cache, state.tokens, n_c - r.window, n_c, r, last);
+      stats = &observed;
+    } else {
+      // H2O over context queries only: all queries' column sums minus the question's.
+      AttentionStatsRequest r;
+      r.column_sum = true;
+      std::map<int64_t, AttentionStats> q =
+          ObserveRows(*model, cache, state.tokens, qb, n, r, last);
+      for (int64_t l : selected) {
+        auto it = state.layer_stats.find(l);
+        if (it == state.layer_stats.end() || !it->second.column_sum.defined()) continue;
+        observed[l].column_sum = it->second.column_sum - q[l].column_sum;
+      }
+      stats = &observed;
+    }
+  }
+
+  for (int64_t l : selected) {
+    if (context.Cancelled()) return context.CancelStatus();
+    const int64_t budget = std::min(budgets[l], n_c);
+    at::Tensor idx;
+    if (!evicts || budget >= n_c) {
+      idx = at::arange(evicts && context_only ? n_c : n, at::kLong).expand({heads, -1});
+    } else {
+      const int64_t kept_window = std::clamp<int64_t>(KeptWindow(budget), 0, budget);
+      const int64_t p = n_c - kept_window;
+      at::Tensor scores;
+      if (signal_ != Signal::kNone) {
+        auto it = stats->find(l);
+        at::Tensor sig = it == stats->end() ? at::Tensor() : LayerSignal(it->second);
+        if (!sig.defined() || sig.size(-1) < n_c) {
+          return Status(StatusCode::kFailedPrecondition, "no_stats",
+                        "layer " + std::to_string(l) +
+                            " has no attention statistics: the prefill must collect what this "
+                            "stage's plan asks (prefill_full does)");
+        }
+        scores = Pool1d(sig.narrow(-1, 0, p), pooling_, kernel_);
+        scores = AggregateGqa(scores, heads, gqa_reduce_);
+      }
+      at::Tensor prefix = ChoosePrefix(l, scores, p, budget - kept_window, heads);
+      if (prefix.dim() == 1) prefix = prefix.unsqueeze(0).expand({heads, prefix.size(0)});
+      at::Tensor tail = at::arange(p, n_c, at::kLong).expand({heads, kept_window});
+      idx = at::cat({prefix.to(at::kLong), tail}, 1);
+    }
+    SIFT_RETURN_IF_ERROR(ApplyLayerSelection(model, state, l, idx, rerotate_));
+    context.Progress("select", l + 1, layers);
+  }
+  if (evicts && context_only) state.last_logits = at::Tensor();  // the question is re-prefilled
+  state.layer_stats.clear();
+  if (!state.plan.reuse_leader.empty()) return Status::Ok();  // the reuse stage finishes
+  return FinishSelection(model, state, rerotate_);
+}
+
+}  // namespace sift::plugins

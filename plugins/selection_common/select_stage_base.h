@@ -1,0 +1,96 @@
+// SelectStageBase: the shared flow of the one-shot select plugins (snapkv, streamingllm, h2o,
+// pyramidkv, chunkkv). A plugin supplies only its scoring signal and three hooks; the base does
+// the rest:
+//
+//   Plan  asks prefill_full for the signal on every layer: window_sum over the last `window`
+//         queries (SnapKV / PyramidKV / ChunkKV) or column_sum over all queries (H2O). A reuse
+//         stage that follows (layerwise) removes its follower layers again, so they pay nothing.
+//   Run   for every layer that is not a reuse follower (state.plan.reuse_leader):
+//         1. the compressible span is the whole prompt (query_aware = true, the question is
+//            inside the compressed span and the observation window ends with it) or only the
+//            context tokens[0, question_begin) (query_aware = false: the observation window is
+//            the last `window` context tokens, recomputed from the cache; the question's own
+//            entries are dropped and the question is prefilled again on the compressed cache,
+//            as kvpress does);
+//         2. layer budget L (budget or keep_ratio of the span; PyramidKV varies it per layer);
+//            L >= span: the layer is left as is (no-op);
+//         3. the last KeptWindow(L) tokens are always kept; the rest of the budget is chosen
+//            by ChoosePrefix from the prefix scores: signal columns [0, p), pooled per query
+//            head (Pool1d), then aggregated over each KV head's query group (AggregateGqa);
+//         4. KvCache::Select (memory really freed), state.kept_indices[layer] = [Hkv, m] sorted
+//            prompt indices, optional RoPE re-rotation to 0..m-1 (cache_edit.h).
+//         Without followers it then finishes (question re-prefill, next_position, stats);
+//         with followers the reuse stage finishes after copying the leaders' indices.
+//
+// Common parameters (read here, so every select plugin has them):
+//   budget       int >= 0, default 0        absolute KV entries kept per layer and KV head,
+//                                           window included (SnapKV's max_capacity_prompt)
+//   keep_ratio   float in (0, 1], default 0.1 when budget is 0: fraction of the span kept
+//                                           (paper: "compression ratio 10%" = 0.1). Setting
+//                                           both is an error.
+//   query_aware  bool, default true         see 1. (true = SnapKV / LongBench protocol)
+//   rerotate     bool, default false        re-rotate kept keys to contiguous positions
+//
+// THREADING: one instance per request (sift/stage.h). ERRORS: constructor throws sift::Error
+// naming the key; Run returns FAILED_PRECONDITION without a prefilled cache or without the
+// statistics its plan asked for.
+#ifndef SIFT_PLUGINS_SELECTION_COMMON_SELECT_STAGE_BASE_H_
+#define SIFT_PLUGINS_SELECTION_COMMON_SELECT_STAGE_BASE_H_
+
+#include <ATen/ATen.h>
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "score_ops.h"
+#include "selection_ops.h"
+#include "sift/stage.h"
+
+namespace sift::plugins {
+
+class SelectStageBase : public Stage {
+ public:
+  Status Plan(const Model& model, RequestPlan& plan) const override;
+  Status Run(const Model& model, RequestState& state, StageContext& context) override;
+
+  // The same without a Model (unit tests): Plan for `num_layers` layers; RunOn with model ==
+  // nullptr works unless re-rotation or context-only compression is asked.
+  void PlanStats(int64_t num_layers, RequestPlan& plan) const;
+  Status RunOn(const Model* model, RequestState& state, StageContext& context);
+
+ protected:
+  enum class Signal { kNone, kWindow, kColumnSum };
+  SelectStageBase(const StageParams& params, Signal signal);
+
+  // Reads window / pooling / kernel / gqa_reduce (the scoring parameters).
+  void ReadScoring(const StageParams& params, int64_t default_window,
+                   const std::string& default_pooling, int64_t default_kernel);
+
+  // Total kept entries per layer (window included) for a span of n_c tokens and a resolved
+  // budget; default: the same budget on every layer.
+  virtual std::vector<int64_t> LayerBudgets(int64_t num_layers, int64_t n_c, int64_t budget) const;
+  // Trailing tokens of the span always kept for a layer budget L (clamped to L by the caller).
+  virtual int64_t KeptWindow(int64_t layer_budget) const = 0;
+  // `keep` indices in [0, p), sorted, per KV head ([heads, keep]) or shared ([keep]).
+  // `scores` is [heads, p] (undefined for Signal::kNone).
+  virtual at::Tensor ChoosePrefix(int64_t layer, const at::Tensor& scores, int64_t p, int64_t keep,
+                                  int64_t heads) const = 0;
+
+  Signal signal_;
+  Budget budget_;
+  bool query_aware_ = true;
+  bool rerotate_ = false;
+  int64_t window_ = 0;  // observation window (Signal::kWindow)
+  PoolKind pooling_ = PoolKind::kNone;
+  int64_t kernel_ = 1;
+  Reduce gqa_reduce_ = Reduce::kMean;
+
+ private:
+  // Per-query-head signal [Hq, >= n_c] of `layer` over the compressible span.
+  at::Tensor LayerSignal(const AttentionStats& stats) const;
+};
+
+}  // namespace sift::plugins
+
+#endif  // SIFT_PLUGINS_SELECTION_COMMON_SELECT_STAGE_BASE_H_

@@ -1,0 +1,299 @@
+// Unit tests of the select and reuse stages on hand-built caches and fake statistics (no model):
+// window concatenation, index order, GQA aggregation, budgets larger than the input, positions
+// and memory after eviction, per-method choices, PyramidKV per-layer sizes, and the
+// select -> layerwise hand-off (plan, follower layers at the end of a 30-layer model).
+#include <gtest/gtest.h>
+
+#include <memory>
+#include <numeric>
+#include <vector>
+
+#include "chunkkv_stage.h"
+#include "h2o_stage.h"
+#include "layerwise_stage.h"
+#include "plugins/test_context.h"
+#include "pyramidkv_stage.h"
+#include "snapkv_stage.h"
+#include "streamingllm_stage.h"
+
+namespace sift::plugins {
+namespace {
+
+constexpr int64_t kHq = 9, kHkv = 3, kHd = 4;
+
+std::vector<int64_t> Row(const at::Tensor& t, int64_t r = 0) {
+  at::Tensor c = t[r].contiguous().to(at::kLong);
+  return std::vector<int64_t>(c.data_ptr<int64_t>(), c.data_ptr<int64_t>() + c.numel());
+}
+
+std::vector<int64_t> Range(int64_t a, int64_t b) {
+  std::vector<int64_t> v(static_cast<size_t>(b - a));
+  std::iota(v.begin(), v.end(), a);
+  return v;
+}
+
+// A state with an n-token prompt already "prefilled" into a `layers`-layer fp32 cache whose
+// key values encode the token index (k[h, i, :] = i), and per-layer stats filled from `scores`
+// ([Hq, n], the same for every layer unless set later).
+RequestState MakeState(int64_t layers, int64_t n, const at::Tensor& scores,
+                       bool column_sum = false) {
+  RequestState s;
+  s.tokens.assign(static_cast<size_t>(n), 1);
+  s.question_begin = n;
+  s.prompt_length = n;
+  s.next_position = n;
+  KvCacheShape shape{layers, kHkv, kHd, at::kFloat, at::kCPU};
+  s.cache = std::make_unique<KvCache>(shape);
+  at::Tensor pos = at::arange(n, at::kLong);
+  at::Tensor k = pos.to(at::kFloat).view({n, 1, 1}).expand({n, kHkv, kHd}).contiguous();
+  for (int64_t l = 0; l < layers; ++l) {
+    s.cache->Append(l, k, k + 1000, pos);
+    AttentionStats st;
+    if (scores.defined()) (column_sum ? st.column_sum : st.window_sum) = scores.clone();
+    s.layer_stats[l] = st;
+  }
+  s.last_logits = at::zeros({8});
+  s.stats.kv_bytes_full = s.cache->Bytes();
+  s.stats.kv_bytes = s.cache->Bytes();
+  return s;
+}
+
+StageParams Params(const nlohmann::json& j) {
+  StageParams p("test.toml", "select", "test");
+  for (auto& [k, v] : j.items()) p.Set(k, v, "test");
+  return p;
+}
+
+// Scores where every query head gives token i the value base[i].
+at::Tensor Uniform(const std::vector<float>& base) {
+  return at::tensor(base, at::kFloat).unsqueeze(0).expand({kHq, -1}).contiguous();
+}
+
+TEST(SnapKv, KeepsTopPrefixPlusWindowInOrder) {
+  // n = 12, window 3, budget 6: 3 from the prefix [0, 9) + the window 9..11.
+  std::vector<float> base = {0.1f, 9, 0.1f, 0.1f, 7, 0.1f, 0.1f, 8, 0.1f, 0, 0, 0};
+  RequestState s = MakeState(2, 12, Uniform(base));
+  SnapKvStage stage(Params({{"budget", 6}, {"window", 3}, {"pooling", "none"}}));
+  RequestPlan plan;
+  stage.PlanStats(2, plan);
+  EXPECT_EQ(plan.stats.at(0).window, 3);
+  testing::TestContext ctx;
+  ASSERT_TRUE(stage.RunOn(nullptr, s, ctx).ok());
+  for (int64_t l = 0; l < 2; ++l) {
+    ASSERT_EQ(s.cache->size(l), 6);
+    EXPECT_EQ(Row(s.kept_indices.at(l)), (std::vector<int64_t>{1, 4, 7, 9, 10, 11}));
+    // Entries really moved: keys encode the token index, positions stay original.
+    EXPECT_EQ(Row(s.cache->Positions(l)), (std::vector<int64_t>{1, 4, 7, 9, 10, 11}));
+    EXPECT_EQ(s.cache->Keys(l)[2][3][0].item<float>(), 9.0f);
+    EXPECT_EQ(s.cache->Values(l)[0][1][0].item<float>(), 1004.0f);
+  }
+  EXPECT_EQ(s.next_position, 12);  // decode continues at the uncompressed length
+  EXPECT_EQ(s.stats.tokens_kept, 6);
+  EXPECT_EQ(s.stats.kv_bytes, s.stats.kv_bytes_full / 2);
+  EXPECT_EQ(s.cache->AllocatedBytes(), s.cache->Bytes());  // evicted memory released
+}
+
+TEST(SnapKv, PoolingSpreadsAPeakToItsNeighbours) {
+  // Max pooling, kernel 3: the peak at 4 lifts 3 and 5 above the 0.5 at 1.
+  std::vector<float> base = {0, 0.5f, 0, 0, 9, 0, 0, 0, 0, 0};
+  RequestState s = MakeState(1, 10, Uniform(base));
+  SnapKvStage stage(Params({{"budget", 5}, {"window", 2}, {"pooling", "max"}, {"kernel", 3}}));
+  testing::TestContext ctx;
+  ASSERT_TRUE(stage.RunOn(nullptr, s, ctx).ok());
+  EXPECT_EQ(Row(s.kept_indices.at(0)), (std::vector<int64_t>{3, 4, 5, 8, 9}));
+}
+
+TEST(SnapKv, GqaAggregationPerKvHead) {
+  // KV head h owns query heads 3h..3h+2. Head 0's group prefers token 0, head 1's token 1 and
+  // head 2's token 2, but only through the group mean (one query head each with a large value).
+  const int64_t n = 8;
+  at::Tensor sc = at::zeros({kHq, n});
+  sc[0][0] = 3.0;  // group 0 mean at token 0: 1.0
+  sc[1][3] = 0.9;  // group 0 mean at token 3: 0.3 (max would be 0.9 < 3 anyway)
+  sc[3][1] = 3.0;
+  sc[7][2] = 3.0;
+  sc[8][2] = 0.3;
+  RequestState s = MakeState(1, n, sc);
+  SnapKvStage stage(Params({{"budget", 3}, {"window", 2}, {"pooling", "none"}}));
+  testing::TestContext ctx;
+  ASSERT_TRUE(stage.RunOn(nullptr, s, ctx).ok());
+  at::Tensor kept = s.kept_indices.at(0);
+  ASSERT_EQ(kept.sizes(), (at::IntArrayRef{kHkv, 3}));
+  EXPECT_EQ(Row(kept, 0), (std::vector<int64_t>{0, 6, 7}));
+  EXPECT_EQ(Row(kept, 1), (std::vector<int64_t>{1, 6, 7}));
+  EXPECT_EQ(Row(kept, 2), (std::vector<int64_t>{2, 6, 7}));
+  // Per-head positions follow the per-head indices.
+  EXPECT_EQ(Row(s.cache->Positions(0), 2), (std::vector<int64_t>{2, 6, 7}));
+}
+
+TEST(SnapKv, BudgetLargerThanInputIsANoOp) {
+  RequestState s = MakeState(2, 10, Uniform(std::vector<float>(10, 1.0f)));
+  const int64_t bytes = s.cache->Bytes();
+  SnapKvStage stage(Params({{"budget", 64}}));
+  testing::TestContext ctx;
+  ASSERT_TRUE(stage.RunOn(nullptr, s, ctx).ok());
+  EXPECT_EQ(s.cache->size(0), 10);
+  EXPECT_EQ(Row(s.kept_indices.at(1)), Range(0, 10));
+  EXPECT_EQ(s.cache->Bytes(), bytes);
+  EXPECT_TRUE(s.last_logits.defined());
+}
+
+TEST(SnapKv, KeepRatioIsTheFractionKept) {
+  RequestState s = MakeState(1, 100, Uniform(std::vector<float>(100, 1.0f)));
+  SnapKvStage stage(Params({{"keep_ratio", 0.2}, {"window", 4}}));
+  testing::TestContext ctx;
+  ASSERT_TRUE(stage.RunOn(nullptr, s, ctx).ok());
+  EXPECT_EQ(s.cache->size(0), 20);
+}
+
+TEST(SnapKv, BudgetAndRatioTogetherIsAnError) {
+  EXPECT_THROW(SnapKvStage(Params({{"budget", 10}, {"keep_ratio", 0.1}})), std::exception);
+  EXPECT_THROW(SnapKvStage(Params({{"pooling", "median"}})), std::exception);
+}
+
+TEST(SnapKv, MissingStatisticsFailCleanly) {
+  RequestState s = MakeState(2, 10, at::Tensor());
+  SnapKvStage stage(Params({{"budget", 4}}));
+  testing::TestContext ctx;
+  Status st = stage.RunOn(nullptr, s, ctx);
+  EXPECT_EQ(st.code(), StatusCode::kFailedPrecondition);
+}
+
+TEST(ChunkKv, ChunksThenWindow) {
+  // n = 23, window 3, chunk 5, budget 11: prefix [0, 20) = chunks {0-4} {5-9} {10-14} {15-19};
+  // 8 prefix slots: best chunks by sum are 10-14 (score 5) then 0-4 (score 4): in order
+  // 0..4, 10..12 (the positionally last chunk trimmed to 3), then the window 20..22.
+  std::vector<float> base(23, 0.0f);
+  for (int i = 0; i < 5; ++i) base[static_cast<size_t>(i)] = 0.8f;
+  for (int i = 10; i < 15; ++i) base[static_cast<size_t>(i)] = 1.0f;
+  base[7] = 3.5f;  // a single strong token (chunk 5-9 sums to 3.5 < 4)
+  RequestState s = MakeState(1, 23, Uniform(base));
+  ChunkKvStage stage(Params({{"budget", 11}, {"window", 3}, {"chunk_size", 5}}));
+  testing::TestContext ctx;
+  ASSERT_TRUE(stage.RunOn(nullptr, s, ctx).ok());
+  EXPECT_EQ(Row(s.kept_indices.at(0)),
+            (std::vector<int64_t>{0, 1, 2, 3, 4, 10, 11, 12, 20, 21, 22}));
+  EXPECT_EQ(s.cache->size(0), 11);
+  // SnapKV on the same scores keeps the strong single token 7 (which ChunkKV dropped).
+  RequestState t = MakeState(1, 23, Uniform(base));
+  SnapKvStage snap(Params({{"budget", 11}, {"window", 3}, {"pooling", "none"}}));
+  ASSERT_TRUE(snap.RunOn(nullptr, t, ctx).ok());
+  EXPECT_EQ(Row(t.kept_indices.at(0)),
+            (std::vector<int64_t>{0, 1, 7, 10, 11, 12, 13, 14, 20, 21, 22}));
+}
+
+TEST(ChunkKv, PerHeadOrShared) {
+  const int64_t n = 12;
+  at::Tensor sc = at::zeros({kHq, n});
+  for (int64_t q = 0; q < 3; ++q) sc[q].narrow(0, 0, 3).fill_(1.0);  // KV head 0: chunk 0
+  for (int64_t q = 3; q < 9; ++q) sc[q].narrow(0, 3, 3).fill_(1.0);  // heads 1, 2: chunk 1
+  ChunkKvStage per_head(Params({{"budget", 5}, {"window", 2}, {"chunk_size", 3}}));
+  RequestState s = MakeState(1, n, sc);
+  testing::TestContext ctx;
+  ASSERT_TRUE(per_head.RunOn(nullptr, s, ctx).ok());
+  EXPECT_EQ(Row(s.kept_indices.at(0), 0), (std::vector<int64_t>{0, 1, 2, 10, 11}));
+  EXPECT_EQ(Row(s.kept_indices.at(0), 1), (std::vector<int64_t>{3, 4, 5, 10, 11}));
+  ChunkKvStage shared(
+      Params({{"budget", 5}, {"window", 2}, {"chunk_size", 3}, {"shared_indices", true}}));
+  RequestState t = MakeState(1, n, sc);
+  ASSERT_TRUE(shared.RunOn(nullptr, t, ctx).ok());
+  for (int64_t h = 0; h < kHkv; ++h) {
+    EXPECT_EQ(Row(t.kept_indices.at(0), h), (std::vector<int64_t>{3, 4, 5, 10, 11}));
+  }
+}
+
+TEST(StreamingLlm, SinksPlusRecentWithoutStatistics) {
+  RequestState s = MakeState(2, 20, at::Tensor());
+  StreamingLlmStage stage(Params({{"budget", 8}, {"sink", 2}}));
+  RequestPlan plan;
+  stage.PlanStats(2, plan);
+  EXPECT_TRUE(plan.stats.empty());
+  testing::TestContext ctx;
+  ASSERT_TRUE(stage.RunOn(nullptr, s, ctx).ok());
+  EXPECT_EQ(Row(s.kept_indices.at(1), 2), (std::vector<int64_t>{0, 1, 14, 15, 16, 17, 18, 19}));
+}
+
+TEST(H2o, HeavyHittersByColumnSumPlusRecent) {
+  std::vector<float> base(16, 1.0f);
+  base[0] = 20;  // early tokens accumulate more (seen by more queries)
+  base[5] = 9;
+  base[9] = 8;
+  RequestState s = MakeState(1, 16, Uniform(base), /*column_sum=*/true);
+  H2oStage stage(Params({{"budget", 6}, {"recent_ratio", 0.5}}));
+  RequestPlan plan;
+  stage.PlanStats(1, plan);
+  EXPECT_TRUE(plan.stats.at(0).column_sum);
+  EXPECT_EQ(plan.stats.at(0).window, 0);
+  testing::TestContext ctx;
+  ASSERT_TRUE(stage.RunOn(nullptr, s, ctx).ok());
+  EXPECT_EQ(Row(s.kept_indices.at(0)), (std::vector<int64_t>{0, 5, 9, 13, 14, 15}));
+}
+
+TEST(PyramidKv, LayerSizesShrinkAndSumToTheUniformTotal) {
+  const int64_t layers = 30, n = 400;
+  RequestState s = MakeState(layers, n, Uniform(std::vector<float>(n, 1.0f)));
+  PyramidKvStage stage(Params({{"budget", 100}, {"window", 8}}));
+  testing::TestContext ctx;
+  ASSERT_TRUE(stage.RunOn(nullptr, s, ctx).ok());
+  int64_t total = 0;
+  for (int64_t l = 0; l < layers; ++l) total += s.cache->size(l);
+  EXPECT_EQ(total, layers * 100);
+  EXPECT_GT(s.cache->size(0), s.cache->size(layers - 1));
+  // Every layer keeps its window.
+  EXPECT_EQ(Row(s.kept_indices.at(29)).back(), n - 1);
+}
+
+TEST(Layerwise, PlanRemovesFollowerStatistics) {
+  ChunkKvStage select(Params({{"budget", 8}}));
+  LayerwiseStage reuse(Params({{"n_reuse", 4}}));
+  RequestPlan plan;
+  select.PlanStats(30, plan);
+  reuse.PlanLayers(30, plan);
+  std::vector<int64_t> with_stats;
+  for (auto& [l, r] : plan.stats) with_stats.push_back(l);
+  EXPECT_EQ(with_stats, (std::vector<int64_t>{0, 4, 8, 12, 16, 20, 24, 28}));
+  EXPECT_EQ(plan.reuse_leader.at(29), 28);
+  EXPECT_EQ(plan.reuse_leader.at(27), 24);
+  EXPECT_EQ(plan.reuse_leader.count(28), 0u);
+}
+
+TEST(Layerwise, FollowersCopyTheirLeadersIncludingTheShortLastGroup) {
+  const int64_t layers = 30, n = 40;
+  RequestState s = MakeState(layers, n, at::Tensor());
+  // Different scores per leader so that groups are distinguishable; followers have no stats.
+  ChunkKvStage select(Params({{"budget", 12}, {"window", 2}, {"chunk_size", 5}}));
+  LayerwiseStage reuse(Params({{"n_reuse", 4}}));
+  select.PlanStats(layers, s.plan);
+  reuse.PlanLayers(layers, s.plan);
+  s.layer_stats.clear();
+  for (auto& [l, r] : s.plan.stats) {
+    std::vector<float> base(n, 0.0f);
+    for (int64_t i = 0; i < 5; ++i) base[static_cast<size_t>((l / 4 % 7) * 5 + i)] = 1.0f;
+    s.layer_stats[l].window_sum = Uniform(base);
+  }
+  testing::TestContext ctx;
+  ASSERT_TRUE(select.RunOn(nullptr, s, ctx).ok());
+  EXPECT_EQ(s.cache->size(29), n);  // followers untouched by the select stage
+  EXPECT_EQ(s.cache->size(28), 12);
+  ASSERT_TRUE(reuse.RunOn(nullptr, s, ctx).ok());
+  for (int64_t l = 0; l < layers; ++l) {
+    const int64_t leader = l / 4 * 4;
+    ASSERT_EQ(s.cache->size(l), 12) << l;
+    EXPECT_TRUE(at::equal(s.kept_indices.at(l), s.kept_indices.at(leader))) << l;
+    EXPECT_TRUE(at::equal(s.cache->Positions(l), s.cache->Positions(leader))) << l;
+  }
+  // Group 28-29 (led by 28: chunk (28/4 % 7) = 0 -> tokens 0..4).
+  EXPECT_EQ(Row(s.kept_indices.at(29)).front(), 0);
+  EXPECT_EQ(s.stats.tokens_kept, 12);
+}
+
+TEST(Layerwise, WithoutASelectStageFails) {
+  RequestState s = MakeState(4, 10, at::Tensor());
+  LayerwiseStage reuse(Params({{"n_reuse", 2}}));
+  reuse.PlanLayers(4, s.plan);
+  testing::TestContext ctx;
+  EXPECT_EQ(reuse.RunOn(nullptr, s, ctx).code(), StatusCode::kFailedPrecondition);
+}
+
+}  // namespace
+}  // namespace sift::plugins

@@ -1,0 +1,117 @@
+// Unit tests of the pure index arithmetic of the selection plugins (selection_ops.h): ChunkKV
+// chunk selection, the PyramidKV schedule, layer-wise reuse groups and budgets.
+#include "selection_ops.h"
+
+#include <gtest/gtest.h>
+
+#include <numeric>
+#include <vector>
+
+namespace sift::plugins {
+namespace {
+
+std::vector<int64_t> Row(const at::Tensor& t, int64_t r = 0) {
+  at::Tensor c = t[r].contiguous();
+  return std::vector<int64_t>(c.data_ptr<int64_t>(), c.data_ptr<int64_t>() + c.numel());
+}
+
+at::Tensor Scores(const std::vector<float>& v) { return at::tensor(v, at::kFloat).unsqueeze(0); }
+
+TEST(SelectChunks, KeepsBestChunksInOriginalOrder) {
+  // 3 chunks of 2: scores 1+1, 5+5, 3+3 -> best two are chunk 1 then chunk 2.
+  at::Tensor idx = SelectChunks(Scores({1, 1, 5, 5, 3, 3}), 2, 4, ChunkScore::kSum);
+  EXPECT_EQ(Row(idx), (std::vector<int64_t>{2, 3, 4, 5}));
+}
+
+TEST(SelectChunks, ChunkBoundariesAreFixedNotSliding) {
+  // A high pair straddling a boundary (indices 1, 2) does not form a chunk: chunk 0 = {0,1},
+  // chunk 1 = {2,3}; sums 9 and 9.5 -> with one chunk kept, chunk 1.
+  at::Tensor idx = SelectChunks(Scores({0, 9, 9, 0.5f, 0, 0}), 2, 2, ChunkScore::kSum);
+  EXPECT_EQ(Row(idx), (std::vector<int64_t>{2, 3}));
+}
+
+TEST(SelectChunks, PositionallyLastSelectedChunkIsTrimmed) {
+  // chunk 3: keep 5 tokens = 2 chunks, the later one (chunk 2, tokens 6..8) trimmed to 2.
+  at::Tensor idx = SelectChunks(Scores({5, 5, 5, 0, 0, 0, 4, 4, 4}), 3, 5, ChunkScore::kSum);
+  EXPECT_EQ(Row(idx), (std::vector<int64_t>{0, 1, 2, 6, 7}));
+}
+
+TEST(SelectChunks, TrailingPartialChunkIsItsOwnChunk) {
+  // n = 7, chunk 3: chunks {0,1,2} {3,4,5} {6}; token 6 alone has the highest sum.
+  at::Tensor idx = SelectChunks(Scores({1, 1, 1, 0, 0, 0, 10}), 3, 4, ChunkScore::kSum);
+  EXPECT_EQ(Row(idx), (std::vector<int64_t>{0, 1, 2, 6}));
+  // Mean scoring: the partial chunk {6} scores 10/1; sum and mean agree here, but with
+  // {6} = 2.5 the full chunk {0,1,2} (sum 3, mean 1) wins under sum and loses under mean.
+  at::Tensor s = Scores({1, 1, 1, 0, 0, 0, 2.5f});
+  EXPECT_EQ(Row(SelectChunks(s, 3, 3, ChunkScore::kSum)), (std::vector<int64_t>{0, 1, 2}));
+  EXPECT_EQ(Row(SelectChunks(s, 3, 1, ChunkScore::kMean)), (std::vector<int64_t>{6}));
+}
+
+TEST(SelectChunks, BudgetAtLeastInputKeepsAll) {
+  at::Tensor idx = SelectChunks(Scores({3, 1, 2}), 2, 10, ChunkScore::kSum);
+  EXPECT_EQ(Row(idx), (std::vector<int64_t>{0, 1, 2}));
+  EXPECT_EQ(SelectChunks(Scores({3, 1, 2}), 2, 0, ChunkScore::kSum).size(1), 0);
+}
+
+TEST(SelectChunks, PerRowIndependentAndTiesToLowerChunk) {
+  at::Tensor s = at::tensor(std::vector<float>{1, 1, 1, 1, 0, 0, 0, 0, 1, 1, 0, 0}, at::kFloat)
+                     .reshape({2, 6});
+  at::Tensor idx = SelectChunks(s, 2, 2, ChunkScore::kSum);
+  EXPECT_EQ(Row(idx, 0), (std::vector<int64_t>{0, 1}));  // tie between chunks 0 and 1
+  EXPECT_EQ(Row(idx, 1), (std::vector<int64_t>{2, 3}));
+}
+
+TEST(SelectTopK, OriginalOrder) {
+  EXPECT_EQ(Row(SelectTopK(Scores({0.1f, 0.9f, 0.2f, 0.8f}), 2)), (std::vector<int64_t>{1, 3}));
+}
+
+TEST(PyramidPrefixBudgets, SumsToTotalAndShrinksWithDepth) {
+  for (int64_t per_layer : {12, 100, 200, 997}) {
+    for (double beta : {20.0, 5.0}) {
+      std::vector<int64_t> b = PyramidPrefixBudgets(30, per_layer, 4000, beta);
+      ASSERT_EQ(b.size(), 30u);
+      EXPECT_EQ(std::accumulate(b.begin(), b.end(), int64_t{0}), 30 * per_layer)
+          << per_layer << " " << beta;
+      EXPECT_GT(b.front(), b.back());
+      for (size_t l = 1; l < b.size(); ++l) EXPECT_LE(b[l], b[l - 1] + 1);
+      EXPECT_LE(b.front(), 4000);
+    }
+  }
+}
+
+TEST(PyramidPrefixBudgets, TopLayerCappedByPrefix) {
+  // 2 * per_layer > prefix: the top layer gets the whole prefix, the sum is still exact.
+  std::vector<int64_t> b = PyramidPrefixBudgets(30, 700, 1000, 20);
+  EXPECT_EQ(b.front(), 1000);
+  EXPECT_EQ(std::accumulate(b.begin(), b.end(), int64_t{0}), 30 * 700);
+  for (int64_t x : b) EXPECT_LE(x, 1000);
+}
+
+TEST(PyramidPrefixBudgets, NoCompressionWhenBudgetCoversPrefix) {
+  std::vector<int64_t> b = PyramidPrefixBudgets(30, 500, 400, 20);
+  for (int64_t x : b) EXPECT_EQ(x, 400);
+}
+
+TEST(ReuseLeader, GroupsFromLayerZeroWithShortLastGroup) {
+  EXPECT_EQ(ReuseLeader(0, 2), 0);
+  EXPECT_EQ(ReuseLeader(29, 2), 28);
+  EXPECT_EQ(ReuseLeader(28, 4), 28);  // 30 layers, N = 4: last group {28, 29}
+  EXPECT_EQ(ReuseLeader(29, 4), 28);
+  EXPECT_EQ(ReuseLeader(27, 4), 24);
+  EXPECT_EQ(ReuseLeader(29, 7), 28);  // N = 7: groups 0,7,14,21,28; last group {28, 29}
+  EXPECT_EQ(ReuseLeader(27, 7), 21);
+  EXPECT_EQ(ReuseLeader(17, 1), 17);
+}
+
+TEST(Budget, AbsoluteOrRatio) {
+  Budget b;
+  b.keep_ratio = 0.1;
+  EXPECT_EQ(b.Resolve(4096), 409);
+  EXPECT_EQ(b.Resolve(5), 1);  // at least one entry
+  b.tokens = 128;
+  EXPECT_EQ(b.Resolve(4096), 128);
+  EXPECT_EQ(b.Resolve(100), 100);  // never more than the input
+}
+
+}  // namespace
+}  // namespace sift::plugins
