@@ -1,0 +1,161 @@
+// sift-spts-bench: the SPTS measurements of docs/results/spts.md, in process (no daemon):
+// the prefill stages (prefill_full, prefill_skip) run on one loaded model, then sift::Generate
+// continues from their caches exactly as decode_local does.
+//
+//   sift-spts-bench --mode speed    --task passkey --lengths 2048,4096,8192 --samples 2
+//                   --configs full,spts,pap,pap_ltp [--gen 16] [--out results.jsonl]
+//   sift-spts-bench --mode accuracy --task passkey --lengths 2048 --samples 10
+//                   --configs full,spts [--out results.jsonl]
+//
+// Prompts are sift-bench's task samples (tools/bench/tasks.h, haystack /work/shared/data/
+// pg_essays) tokenised as siftd does (daemon/request_builder.h). speed: TTFT = prefill stage
+// time (the first token is the argmax of the prefill's logits), e2e = TTFT + `--gen` tokens
+// (ignore_eos); KV bytes after prefill. accuracy: greedy answer of the sample's max_tokens,
+// scored by the task's scorer. One JSON line per (config, length, sample) on stdout / --out.
+// Configs: full = prefill_full; spts = prefill_skip defaults; pap = {ltp:false, msdp:false};
+// pap_ltp = {msdp:false}.
+#include <chrono>
+#include <cstdio>
+#include <fstream>
+#include <iostream>
+#include <map>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "daemon/request_builder.h"
+#include "prefill_full_stage.h"
+#include "prefill_skip_stage.h"
+#include "sift/error.h"
+#include "sift/generate.h"
+#include "sift/model.h"
+#include "tasks.h"
+
+namespace {
+
+using nlohmann::json;
+
+class QuietContext : public sift::StageContext {
+ public:
+  bool Cancelled() const override { return false; }
+  sift::Status CancelStatus() const override { return sift::Status::Ok(); }
+  void Progress(const std::string&, int64_t, int64_t) override {}
+  bool Emit(const std::string&, sift::TokenId) override { return true; }
+};
+
+std::vector<std::string> Split(const std::string& s) {
+  std::vector<std::string> out;
+  std::stringstream ss(s);
+  std::string item;
+  while (std::getline(ss, item, ',')) {
+    if (!item.empty()) out.push_back(item);
+  }
+  return out;
+}
+
+std::unique_ptr<sift::Stage> MakeStage(const std::string& config, const sift::Model& model) {
+  sift::StageParams p("(bench)", "prefill", config == "full" ? "prefill_full" : "prefill_skip");
+  if (config == "full") return std::make_unique<sift::plugins::PrefillFullStage>(p, model);
+  if (config == "pap") {
+    p.Set("ltp", false, "bench");
+    p.Set("msdp", false, "bench");
+  } else if (config == "pap_ltp") {
+    p.Set("msdp", false, "bench");
+  } else if (config != "spts") {
+    throw sift::Error("unknown config " + config + " (full, spts, pap, pap_ltp)");
+  }
+  return std::make_unique<sift::plugins::PrefillSkipStage>(p, model);
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  sift::ConfigureThreadEnvironment(argv);
+  std::map<std::string, std::string> args = {
+      {"mode", "speed"},        {"task", "passkey"}, {"lengths", "2048"}, {"samples", "1"},
+      {"configs", "full,spts"}, {"gen", "16"},       {"out", ""},         {"seed", "0"},
+      {"threads", "0"},         {"warmup", "1"}};
+  const char* env_model = std::getenv("SIFT_MODEL");
+  args["model"] = env_model ? env_model : "";
+  for (int i = 1; i + 1 < argc; i += 2) {
+    std::string key = argv[i];
+    if (key.rfind("--", 0) != 0 || !args.count(key.substr(2))) {
+      std::cerr << "unknown argument " << key << "\n";
+      return 2;
+    }
+    args[key.substr(2)] = argv[i + 1];
+  }
+  try {
+    sift::ConfigureThreads(std::stoi(args["threads"]));
+    auto model = sift::Model::Load(args["model"], sift::ModelOptions());
+    std::ofstream out;
+    if (!args["out"].empty()) out.open(args["out"], std::ios::app);
+    const bool speed = args["mode"] == "speed";
+    const int samples = std::stoi(args["samples"]);
+    if (std::stoi(args["warmup"]) > 0) {  // one short run per config: first-call allocations
+      for (const std::string& config : Split(args["configs"])) {
+        sift::RequestState state;
+        state.tokens = std::vector<sift::TokenId>(300, 1000);
+        QuietContext ctx;
+        MakeStage(config, *model)->Run(*model, state, ctx);
+      }
+    }
+    for (const std::string& len : Split(args["lengths"])) {
+      for (int i = 0; i < samples; ++i) {
+        sift::bench::TaskOptions to;
+        to.task = args["task"];
+        to.length = std::stoll(len);
+        to.seed = std::stoull(args["seed"]);
+        to.haystack_dir = sift::bench::DefaultHaystackDir();
+        const sift::bench::Sample sample = sift::bench::MakeSample(to, model->tokenizer(), i);
+        for (const std::string& config : Split(args["configs"])) {
+          sift::daemon::GenerateRequest req;
+          req.input = sift::daemon::InputKind::kContextQuestion;
+          req.context = sample.context;
+          req.question = sample.question;
+          req.max_tokens = speed ? std::stoll(args["gen"]) : sample.max_tokens;
+          req.ignore_eos = speed;
+          sift::RequestState state;
+          bool clamped = false;
+          json details;
+          sift::Status st =
+              sift::daemon::BuildRequestState(*model, req, {}, &state, &clamped, &details);
+          if (!st.ok()) throw sift::Error("request: " + st.ToString());
+          QuietContext ctx;
+          auto stage = MakeStage(config, *model);
+          const auto t0 = std::chrono::steady_clock::now();
+          st = stage->Run(*model, state, ctx);
+          if (!st.ok()) throw sift::Error(config + ": " + st.ToString());
+          const auto t1 = std::chrono::steady_clock::now();
+          sift::GenerationResult r = sift::Generate(*model, *state.cache, state.last_logits,
+                                                    state.next_position, state.generation);
+          const auto t2 = std::chrono::steady_clock::now();
+          const double ttft = std::chrono::duration<double, std::milli>(t1 - t0).count();
+          const double e2e = std::chrono::duration<double, std::milli>(t2 - t0).count();
+          json line = {{"mode", args["mode"]},
+                       {"config", config},
+                       {"task", sample.task},
+                       {"id", sample.id},
+                       {"length", to.length},
+                       {"prompt_tokens", state.tokens.size()},
+                       {"ttft_ms", ttft},
+                       {"e2e_ms", e2e},
+                       {"generated", r.tokens.size()},
+                       {"kv_bytes", state.stats.kv_bytes},
+                       {"kv_bytes_full", state.stats.kv_bytes_full},
+                       {"tokens_kept", state.stats.tokens_kept}};
+          if (!speed) {
+            line["score"] = sift::bench::Score(sample, r.text);
+            line["output"] = r.text;
+          }
+          std::cout << line.dump() << std::endl;
+          if (out.is_open()) out << line.dump() << std::endl;
+        }
+      }
+    }
+  } catch (const std::exception& e) {
+    std::cerr << "sift-spts-bench: " << e.what() << "\n";
+    return 1;
+  }
+  return 0;
+}
