@@ -1,0 +1,137 @@
+#include "cost.h"
+
+#include <algorithm>
+#include <chrono>
+#include <fstream>
+#include <iostream>
+#include <memory>
+#include <sstream>
+
+#include "gemfilter_stage.h"
+#include "ilre_stage.h"
+#include "prefill_full_stage.h"
+#include "prefill_partial_stage.h"
+#include "prefill_streaming_stage.h"
+#include "prompt.h"
+#include "sift/error.h"
+#include "sift/generate.h"
+#include "tasks.h"
+
+namespace sift::layer_scan {
+namespace {
+
+class QuietContext : public StageContext {
+ public:
+  bool Cancelled() const override { return false; }
+  Status CancelStatus() const override { return Status::Ok(); }
+  void Progress(const std::string&, int64_t, int64_t) override {}
+  bool Emit(const std::string&, TokenId) override { return true; }
+};
+
+// "VmRSS" / "VmHWM" of this process in MiB.
+double StatusMiB(const std::string& key) {
+  std::ifstream in("/proc/self/status");
+  std::string line;
+  while (std::getline(in, line)) {
+    if (line.rfind(key + ":", 0) == 0) {
+      std::istringstream s(line.substr(key.size() + 1));
+      double kb = 0;
+      s >> kb;
+      return kb / 1024.0;
+    }
+  }
+  return -1;
+}
+
+void ResetPeakRss() { std::ofstream("/proc/self/clear_refs") << "5"; }
+
+StageParams Params(const std::string& plugin, const nlohmann::json& values) {
+  StageParams p("sift-layer-scan", plugin, plugin);
+  for (auto& [key, value] : values.items()) p.Set(key, value, "command line");
+  return p;
+}
+
+double Ms(std::chrono::steady_clock::time_point a, std::chrono::steady_clock::time_point b) {
+  return std::chrono::duration<double, std::milli>(b - a).count();
+}
+
+}  // namespace
+
+int RunCost(const Model& model, const CostOptions& options) {
+  SIFT_CHECK(
+      options.pipeline == "full" || options.pipeline == "gemfilter" || options.pipeline == "ilre",
+      "cost: --pipeline must be full, gemfilter or ilre");
+  for (int64_t length : options.lengths) {
+    for (int depth : options.depths) {
+      for (int64_t index = 0; index < options.samples; ++index) {
+        bench::TaskOptions t;
+        t.task = options.task;
+        t.length = length;
+        t.depth_percent = depth;
+        t.seed = options.seed;
+        t.haystack_dir = options.haystack_dir;
+        const ScanPrompt p = BuildPrompt(model.tokenizer(), t, index);
+        std::vector<std::unique_ptr<Stage>> stages;
+        if (options.pipeline == "gemfilter") {
+          stages.push_back(std::make_unique<plugins::PrefillPartialStage>(
+              Params("prefill_partial", options.pass1_params), model));
+          stages.push_back(std::make_unique<plugins::GemFilterStage>(
+              Params("gemfilter", options.filter_params), model));
+        } else if (options.pipeline == "ilre") {
+          stages.push_back(std::make_unique<plugins::PrefillStreamingStage>(
+              Params("prefill_streaming", options.pass1_params), model));
+          stages.push_back(
+              std::make_unique<plugins::IlreStage>(Params("ilre", options.filter_params), model));
+        }
+        stages.push_back(
+            std::make_unique<plugins::PrefillFullStage>(Params("prefill_full", {}), model));
+        RequestState state;
+        state.tokens = p.tokens;
+        state.question_begin = p.question_begin;
+        state.generation.max_tokens =
+            options.max_tokens > 0 ? options.max_tokens : p.sample.max_tokens;
+        for (auto& s : stages) SIFT_CHECK(s->Plan(model, state.plan).ok(), "cost: plan failed");
+        QuietContext context;
+        const double rss_before = StatusMiB("VmRSS");
+        ResetPeakRss();
+        std::vector<double> stage_ms, stage_peak;
+        double peak = 0;
+        auto t0 = std::chrono::steady_clock::now();
+        for (auto& s : stages) {
+          const Status st = s->Run(model, state, context);
+          SIFT_CHECK(st.ok(), "cost: stage failed: ", st.message());
+          const auto t1 = std::chrono::steady_clock::now();
+          stage_ms.push_back(Ms(t0, t1));
+          stage_peak.push_back(StatusMiB("VmHWM"));
+          peak = std::max(peak, stage_peak.back());
+          ResetPeakRss();
+          t0 = std::chrono::steady_clock::now();
+        }
+        const auto t_first = std::chrono::steady_clock::now();
+        (void)state.last_logits.argmax().item<int64_t>();  // the first token
+        double ttft = Ms(t_first, std::chrono::steady_clock::now());
+        for (double ms : stage_ms) ttft += ms;
+        const int64_t kept = static_cast<int64_t>(state.tokens.size());
+        GenerationResult result =
+            Generate(model, *state.cache, state.last_logits, state.next_position, state.generation);
+        nlohmann::json row = {{"pipeline", options.pipeline},
+                              {"id", p.sample.id},
+                              {"length", length},
+                              {"depth", depth},
+                              {"prompt_tokens", static_cast<int64_t>(p.tokens.size())},
+                              {"kept_tokens", kept},
+                              {"stage_ms", stage_ms},
+                              {"ttft_ms", ttft},
+                              {"rss_before_mib", rss_before},
+                              {"peak_rss_mib", peak},
+                              {"stage_peak_rss_mib", stage_peak},
+                              {"score", bench::Score(p.sample, result.text)},
+                              {"text", result.text}};
+        std::cout << row.dump() << std::endl;
+      }
+    }
+  }
+  return 0;
+}
+
+}  // namespace sift::layer_scan
