@@ -22,8 +22,9 @@ int RunAccuracy(int argc, char** argv) {
       SplitList(args.Get("tasks", common.quick ? "passkey" : "passkey,needle,niah_single_1"));
   const std::vector<int64_t> lengths =
       ParseIntList(args.Get("lengths", common.quick ? "512" : "1024,2048,4096"), "--lengths");
-  const std::vector<int64_t> depths = ParseIntList(args.Get("depths", ""), "--depths");
-  const int64_t samples = args.Int("samples", common.quick ? 3 : 5);
+  const std::vector<int64_t> depths =
+      ParseIntList(args.Get("depths", common.quick ? "25,50,75" : ""), "--depths");
+  const int64_t samples = args.Int("samples", common.quick ? 1 : 5);
   for (const std::string& t : tasks) TaskHasDepth(t);  // validates the names early
 
   const std::unique_ptr<GgufFile> gguf = GgufFile::Open(common.model);

@@ -252,7 +252,10 @@ Sample MakeSample(const TaskOptions& options, const Tokenizer& tokenizer, int64_
         const std::string text = hay->Prefix(n);
         Built b;
         b.context = InsertAt(text, {{SentenceOffset(text, depth), "\n" + needle + "\n"}});
-        b.question = "# What's the " + id + " magic passkey?\n\nThe " + id + " magic passkey is";
+        // ILRe's answer prefix ("\n\nThe <id> magic passkey is") would sit in the user turn
+        // here (no assistant prefill in the protocol); the instruct model then continues it as
+        // prose instead of answering, so it is left out: the model writes it itself.
+        b.question = "# What's the " + id + " magic passkey?";
         b.needles = {needle};
         return b;
       };

@@ -1,0 +1,124 @@
+// sift-bench end to end on the real model ($SIFT_MODEL; skipped when unset), real plugins and
+// the real siftd:
+//   - the CI quick mode (`sift-bench accuracy --quick --spawn`, pipeline full) writes its raw
+//     results and full KV scores above chance on the shortest passkey task;
+//   - in-process runs with a shared prefill give exactly the outputs of separate runs, and
+//     the same outputs as the daemon for a couple of configs (spot check).
+#include <gtest/gtest.h>
+
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <memory>
+#include <nlohmann/json.hpp>
+#include <string>
+
+#include "backend.h"
+#include "bench_config.h"
+#include "in_process_backend.h"
+#include "sift/gguf.h"
+#include "sift/tokenizer.h"
+#include "support/temp_dir.h"
+#include "tasks.h"
+
+namespace sift::bench {
+namespace {
+
+const char* Model() {
+  const char* m = std::getenv("SIFT_MODEL");
+  return m != nullptr && *m != '\0' ? m : nullptr;
+}
+
+TEST(BenchQuickTest, QuickModeOnSpawnedSiftdScoresAboveChance) {
+  if (Model() == nullptr) GTEST_SKIP() << "SIFT_MODEL is not set";
+  sift::testing::TempDir dir;
+  const std::string out = dir.path() + "/quick";
+  const std::string cmd = std::string(SIFT_BINARY_DIR) + "/bin/sift-bench accuracy --quick " +
+                          "--spawn --out '" + out + "' > '" + dir.path() + "/log' 2>&1";
+  const int rc = std::system(cmd.c_str());
+  std::ifstream log(dir.path() + "/log");
+  const std::string log_text((std::istreambuf_iterator<char>(log)), {});
+  ASSERT_EQ(rc, 0) << log_text;
+  EXPECT_NE(log_text.find("[accuracy 3/3]"), std::string::npos) << log_text;  // progress
+  ASSERT_TRUE(std::filesystem::exists(out + "/accuracy.csv"));
+  std::ifstream in(out + "/accuracy.json");
+  const nlohmann::json doc = nlohmann::json::parse(in);
+  ASSERT_EQ(doc["rows"].size(), 3u);
+  EXPECT_FALSE(doc["meta"]["model_sha256"].get<std::string>().empty());
+  double sum = 0;
+  for (const auto& row : doc["rows"]) {
+    EXPECT_TRUE(row["ok"].get<bool>()) << row.dump();
+    EXPECT_EQ(row["config"], "full");
+    EXPECT_EQ(row["task"], "passkey");
+    EXPECT_LE(row["prompt_tokens"].get<int64_t>() + 32, 512);
+    sum += row["score"].get<double>();
+  }
+  // Guessing a 6-digit passkey succeeds with probability 1e-6 per sample.
+  EXPECT_GE(sum, 2.0) << doc["rows"].dump(1);
+}
+
+TEST(BenchQuickTest, SharedPrefillEqualsSeparateRunsAndTheDaemon) {
+  if (Model() == nullptr) GTEST_SKIP() << "SIFT_MODEL is not set";
+  const std::unique_ptr<GgufFile> gguf = GgufFile::Open(Model());
+  const std::unique_ptr<Tokenizer> tokenizer = Tokenizer::FromGguf(*gguf);
+  const Sample sample =
+      MakeSample(TaskOptions{"passkey", 320, 50, 3, DefaultHaystackDir(), 0}, *tokenizer, 0);
+  // recent (keep 256) and recent with keep 64 share prefill_full's default parameters; the
+  // select stage of the first evicts from its copy only. full spells its parameters, so it
+  // runs alone.
+  const std::vector<BenchConfig> configs = {ParseConfig("recent"),
+                                            ParseConfig("k64=recent:{\"select\":{\"keep\":64}}"),
+                                            ParseConfig("full")};
+  RunOptions ro;
+  ro.max_tokens = 8;
+  InProcessOptions io;
+  io.model = Model();
+  io.plugins_dir = std::string(SIFT_BINARY_DIR) + "/plugins";
+  io.pipelines_dir = std::string(SIFT_SOURCE_DIR) + "/pipelines";
+  std::vector<RunResult> shared, separate;
+  {
+    auto backend = MakeInProcessBackend(io);
+    shared = backend->Run(configs, sample, ro);
+  }
+  io.share_prefill = false;
+  {
+    auto backend = MakeInProcessBackend(io);
+    separate = backend->Run(configs, sample, ro);
+  }
+  ASSERT_EQ(shared.size(), 3u);
+  for (size_t i = 0; i < configs.size(); ++i) {
+    SCOPED_TRACE(configs[i].label);
+    ASSERT_TRUE(shared[i].ok) << shared[i].error;
+    ASSERT_TRUE(separate[i].ok) << separate[i].error;
+    EXPECT_EQ(shared[i].text, separate[i].text);
+    EXPECT_EQ(shared[i].stats["tokens_kept"], separate[i].stats["tokens_kept"]);
+    EXPECT_FALSE(separate[i].shared_prefill);
+  }
+  EXPECT_TRUE(shared[0].shared_prefill);
+  EXPECT_TRUE(shared[1].shared_prefill);
+  EXPECT_FALSE(shared[2].shared_prefill);
+  EXPECT_EQ(shared[1].stats["tokens_kept"], 64);
+  EXPECT_NE(shared[1].text, shared[2].text);  // the selection mattered
+
+  // Spot check against the real daemon.
+  DaemonOptions d;
+  d.spawn = true;
+  d.siftd = std::string(SIFT_BINARY_DIR) + "/bin/siftd";
+  d.model = Model();
+  d.plugins_dir = io.plugins_dir;
+  d.pipelines_dir = io.pipelines_dir;
+  auto daemon = MakeDaemonBackend(d);
+  const std::vector<BenchConfig> spot = {configs[1], configs[2]};
+  const std::vector<RunResult> via_daemon = daemon->Run(spot, sample, ro);
+  for (size_t i = 0; i < spot.size(); ++i) {
+    SCOPED_TRACE(spot[i].label);
+    ASSERT_TRUE(via_daemon[i].ok) << via_daemon[i].error;
+    EXPECT_EQ(via_daemon[i].text, shared[i + 1].text);
+    EXPECT_EQ(via_daemon[i].stats["tokens_kept"], shared[i + 1].stats["tokens_kept"]);
+  }
+  EXPECT_GT(PeakRssKb(daemon->DaemonPid()), 0);
+  EXPECT_TRUE(ResetPeakRss(daemon->DaemonPid()));
+}
+
+}  // namespace
+}  // namespace sift::bench
