@@ -89,9 +89,10 @@ def meta_section(out, metas, doc_dir):
             out.append("")
 
 
-def accuracy_section(out, rows, doc_dir, img_dir, plt):
+def accuracy_section(out, rows, metas, doc_dir, img_dir, plt):
     if not rows:
         return
+    grid_dirs = set(d for d, m in metas if m.get("settings", {}).get("depths"))
     out.append("## Accuracy\n")
     out.append("Mean score in % (number of samples) per task, config and length. Scores follow "
                "each task's own rule (passkey: the passkey as a whole number; needle: 1 for "
@@ -114,11 +115,13 @@ def accuracy_section(out, rows, doc_dir, img_dir, plt):
                                             " %d errors" % errors if errors else "") if s else "-")
             out.append("| %s | %s |" % (c, " | ".join(cells)))
         out.append("")
-        depths = sorted(set(r["depth"] for r in trows if r["depth"] >= 0))
+        # Grids only from runs that asked for depths (--depths), not the tasks' random ones.
+        trows_grid = [r for r in trows if r["_dir"] in grid_dirs]
+        depths = sorted(set(r["depth"] for r in trows_grid if r["depth"] >= 0))
         if len(depths) >= 3 and len(lengths) >= 1:
-            out.append("Grid (length x depth %%), mean score in %%:\n")
+            out.append("Grid (length x depth %), mean score in %:\n")
             for c in configs:
-                crows = [r for r in trows if r["config"] == c]
+                crows = [r for r in trows_grid if r["config"] == c]
                 if not crows:
                     continue
                 grid = {}
@@ -292,7 +295,7 @@ def main():
         for d in dirs for s in ("accuracy", "speed") for ext in (".csv", ".json")
         if os.path.exists(os.path.join(d, s + ext))) + "\n")
     meta_section(out, metas, doc_dir)
-    accuracy_section(out, suites["accuracy"], doc_dir, img_dir, plt)
+    accuracy_section(out, suites["accuracy"], metas["accuracy"], doc_dir, img_dir, plt)
     speed_section(out, suites["speed"], doc_dir, img_dir, plt)
     with open(a.out, "w") as f:
         f.write("\n".join(out).rstrip() + "\n")
