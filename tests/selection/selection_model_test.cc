@@ -1,0 +1,213 @@
+// Selection on the real model ($SIFT_MODEL; skipped without it): RoPE rotation by a delta
+// position (the re-rotation option), re-rotated caches decode, context-only observation equals
+// the prefill's statistics, the question re-prefill, and every selection pipeline answering
+// through the real siftd. Prompts are short (< 400 tokens) to keep the suite fast.
+#include <gtest/gtest.h>
+
+#include <cstdlib>
+#include <filesystem>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "cache_edit.h"
+#include "chunkkv_stage.h"
+#include "client.h"
+#include "layerwise_stage.h"
+#include "plugins/test_context.h"
+#include "prefill_full_stage.h"
+#include "sift/generate.h"
+#include "snapkv_stage.h"
+#include "support/siftd_process.h"
+
+namespace sift::plugins {
+namespace {
+
+using nlohmann::json;
+
+std::shared_ptr<const Model> TheModel() {
+  static std::shared_ptr<const Model> model = []() -> std::shared_ptr<const Model> {
+    const char* path = std::getenv("SIFT_MODEL");
+    if (path == nullptr || *path == '\0') return nullptr;
+    return Model::Load(path, ModelOptions());
+  }();
+  return model;
+}
+
+#define REQUIRE_MODEL() \
+  if (TheModel() == nullptr) GTEST_SKIP() << "set SIFT_MODEL to run this test"
+
+StageParams Params(const json& j, const std::string& plugin = "test") {
+  StageParams p("test.toml", "select", plugin);
+  for (auto& [k, v] : j.items()) p.Set(k, v, "test");
+  return p;
+}
+
+std::string Context() {
+  std::string text;
+  for (int i = 0; i < 12; ++i) {
+    text +=
+        "The lighthouse keeper counted ships every evening and wrote their names in a "
+        "leather book. ";
+    if (i == 5) text += "The secret word is apricot. ";
+  }
+  return text;
+}
+
+// A prefilled request: chat prompt, question span marked, statistics as `plan` asks.
+RequestState Prefill(const Model& model, RequestPlan plan) {
+  const std::string head = "<|im_start|>user\n" + Context() + "\n\n";
+  const std::string question = "What is the secret word?<|im_end|>\n<|im_start|>assistant\n";
+  RequestState s;
+  s.tokens = model.tokenizer().Encode(head, true);
+  s.question_begin = static_cast<int64_t>(s.tokens.size());
+  std::vector<TokenId> q = model.tokenizer().Encode(question, true);
+  s.tokens.insert(s.tokens.end(), q.begin(), q.end());
+  s.prompt_length = static_cast<int64_t>(s.tokens.size());
+  s.generation.max_tokens = 6;
+  s.plan = std::move(plan);
+  PrefillFullStage prefill(Params({}, "prefill_full"), model);
+  testing::TestContext ctx;
+  EXPECT_TRUE(prefill.Run(model, s, ctx).ok());
+  return s;
+}
+
+TEST(RopeRotation, RotatingByADeltaEqualsRopeAtTheNewPosition) {
+  REQUIRE_MODEL();
+  const Model& model = *TheModel();
+  at::manual_seed(1);
+  const int64_t hd = model.config().head_dim;
+  at::Tensor k = at::randn({50, 3, hd});
+  at::Tensor p1 = at::randint(0, 8000, {50}, at::kLong);
+  at::Tensor p2 = at::randint(0, 8000, {50}, at::kLong);
+  at::Tensor direct = model.ApplyRope(k, p2);
+  at::Tensor via = model.ApplyRope(model.ApplyRope(k, p1), p2 - p1);
+  EXPECT_LT((direct - via).abs().max().item<float>(), 2e-3);
+  // And a wrong delta does not match (the check can fail).
+  at::Tensor wrong = model.ApplyRope(model.ApplyRope(k, p1), p2 - p1 + 1);
+  EXPECT_GT((direct - wrong).abs().max().item<float>(), 1e-2);
+}
+
+TEST(RopeRotation, RerotatedCacheHasContiguousPositionsAndDecodes) {
+  REQUIRE_MODEL();
+  const Model& model = *TheModel();
+  SnapKvStage stage(Params({{"budget", 48}, {"rerotate", true}}));
+  RequestPlan plan;
+  stage.PlanStats(model.config().num_layers, plan);
+  RequestState s = Prefill(model, plan);
+  const int64_t n = static_cast<int64_t>(s.tokens.size());
+  // The kept keys, rotated back from 0..47 to their original positions, are the prefill's.
+  at::Tensor before = s.cache->Keys(3).clone();
+  testing::TestContext ctx;
+  ASSERT_TRUE(stage.RunOn(&model, s, ctx).ok());
+  EXPECT_EQ(s.next_position, 48);
+  EXPECT_TRUE(at::equal(s.cache->Positions(3)[1], at::arange(48, at::kLong)));
+  at::Tensor kept = s.kept_indices.at(3);
+  for (int64_t h = 0; h < 3; ++h) {
+    at::Tensor back = model.ApplyRope(s.cache->Keys(3)[h].unsqueeze(1).to(at::kFloat),
+                                      kept[h] - at::arange(48, at::kLong));
+    at::Tensor orig = before[h].index_select(0, kept[h]).to(at::kFloat);
+    EXPECT_LT((back.squeeze(1) - orig).abs().max().item<float>(), 0.1) << h;
+  }
+  GenerationResult r = Generate(model, *s.cache, s.last_logits, s.next_position, s.generation);
+  EXPECT_FALSE(r.tokens.empty());
+  EXPECT_EQ(s.cache->size(0), 48 + static_cast<int64_t>(r.tokens.size()) - 1);
+  EXPECT_LT(48, n);
+}
+
+TEST(ContextOnly, ObservedWindowEqualsThePrefillStatistics) {
+  REQUIRE_MODEL();
+  const Model& model = *TheModel();
+  RequestPlan plan;
+  for (int64_t l = 0; l < model.config().num_layers; ++l) plan.stats[l].window = 16;
+  RequestState s = Prefill(model, plan);
+  const int64_t n = static_cast<int64_t>(s.tokens.size());
+  AttentionStatsRequest r;
+  r.window = 16;
+  auto observed = ObserveRows(model, *s.cache, s.tokens, n - 16, n, r, 29);
+  for (int64_t l : {0, 15, 29}) {
+    at::Tensor a = observed.at(l).window_sum, b = s.layer_stats.at(l).window_sum;
+    ASSERT_EQ(a.sizes(), b.sizes());
+    EXPECT_LT((a - b).abs().max().item<float>(), 0.05) << l;  // sums of 16 rows, bf16 products
+  }
+}
+
+TEST(ContextOnly, QuestionIsKeptWholeAndPrefilledAgain) {
+  REQUIRE_MODEL();
+  const Model& model = *TheModel();
+  ChunkKvStage stage(Params({{"budget", 40}, {"query_aware", false}, {"window", 8}}));
+  RequestPlan plan;
+  stage.PlanStats(model.config().num_layers, plan);
+  EXPECT_TRUE(plan.stats.empty());  // context-only window scores are recomputed, not collected
+  RequestState s = Prefill(model, plan);
+  const int64_t n = static_cast<int64_t>(s.tokens.size()), qb = s.question_begin;
+  testing::TestContext ctx;
+  ASSERT_TRUE(stage.RunOn(&model, s, ctx).ok());
+  EXPECT_TRUE(s.last_logits.defined());
+  EXPECT_EQ(s.cache->size(0), 40 + (n - qb));
+  EXPECT_EQ(s.next_position, n);
+  at::Tensor kept = s.kept_indices.at(7)[0];
+  EXPECT_EQ(kept[39].item<int64_t>(), qb - 1);  // the context window ends the context part
+  EXPECT_TRUE(at::equal(kept.narrow(0, 40, n - qb), at::arange(qb, n, at::kLong)));
+  EXPECT_TRUE(at::equal(s.cache->Positions(7)[0], kept));
+}
+
+TEST(Layerwise, FollowersOnTheRealPrefillHaveNoStatistics) {
+  REQUIRE_MODEL();
+  const Model& model = *TheModel();
+  ChunkKvStage select(Params({{"budget", 40}}));
+  LayerwiseStage reuse(Params({{"n_reuse", 3}}));
+  RequestPlan plan;
+  select.PlanStats(model.config().num_layers, plan);
+  reuse.PlanLayers(model.config().num_layers, plan);
+  RequestState s = Prefill(model, plan);
+  EXPECT_EQ(s.layer_stats.size(), 10u);  // layers 0, 3, ..., 27
+  EXPECT_EQ(s.layer_stats.count(1), 0u);
+  testing::TestContext ctx;
+  ASSERT_TRUE(select.RunOn(&model, s, ctx).ok());
+  ASSERT_TRUE(reuse.RunOn(&model, s, ctx).ok());
+  EXPECT_TRUE(at::equal(s.kept_indices.at(29), s.kept_indices.at(27)));
+  EXPECT_EQ(s.stats.tokens_kept, 40);
+}
+
+// Every selection pipeline validates and answers through the real siftd.
+TEST(SelectionPipelines, AnswerThroughSiftd) {
+  REQUIRE_MODEL();
+  for (const char* p : {"snapkv", "streamingllm", "h2o", "pyramidkv", "chunkkv", "layerwise"}) {
+    if (!std::filesystem::exists(std::string(SIFT_BINARY_DIR) + "/plugins/" + p + ".so")) {
+      GTEST_SKIP() << p << ".so not built";
+    }
+  }
+  testing::SiftdProcess daemon;
+  ASSERT_EQ(daemon.Start({"--n-ctx", "1024", "--workers", "1"}), "");
+  zmq::context_t zctx(1);
+  client::ClientOptions o;
+  o.endpoint = daemon.endpoint();
+  client::SiftClient c(zctx, o);
+  for (const char* pipeline :
+       {"snapkv", "streamingllm", "h2o", "pyramidkv", "chunkkv", "chunkkv_reuse"}) {
+    c.Send({{"type", "generate"},
+            {"id", pipeline},
+            {"pipeline", pipeline},
+            {"context", Context()},
+            {"question", "What is the secret word?"},
+            {"max_tokens", 3}});
+    json h, final;
+    while (c.Recv(&h, 60000)) {
+      if (h.value("id", "") != pipeline) continue;
+      if (h["type"] == "final" || h["type"] == "error") {
+        final = h;
+        break;
+      }
+    }
+    ASSERT_EQ(final.value("type", ""), "final") << pipeline << ": " << final.dump() << "\n"
+                                                << daemon.log();
+    const json& st = final["stats"];
+    EXPECT_GE(final["usage"]["completion_tokens"].get<int>(), 1) << pipeline;
+    EXPECT_LT(st["tokens_kept"].get<int64_t>(), st["tokens_before"].get<int64_t>()) << pipeline;
+    EXPECT_LT(st["kv_bytes"].get<int64_t>(), st["kv_bytes_full"].get<int64_t>() / 5) << pipeline;
+  }
+}
+
+}  // namespace
+}  // namespace sift::plugins
