@@ -2,7 +2,8 @@
 // `final` stats) and the daemon's peak RSS, per config x length, repeated. Configs are
 // interleaved inside each repetition so that drift on a shared machine hits all of them. The
 // prompt at each length is the needle task's (essay haystack, needle at 50 %); generation runs
-// exactly --max-tokens tokens (ignore_eos). One warm-up request (discarded) runs first.
+// exactly --max-tokens tokens (ignore_eos). One warm-up request (512 tokens, discarded) runs
+// first.
 // Peak RSS: VmHWM of the spawned daemon, reset before every request by writing "5" to
 // /proc/PID/clear_refs (only with --spawn; -1 otherwise).
 #include <algorithm>
@@ -62,7 +63,12 @@ int RunSpeed(int argc, char** argv) {
   ro.ignore_eos = true;
   {
     std::fprintf(stderr, "sift-bench speed: warm-up on %s\n", backend->Describe().c_str());
-    const auto warm = backend->Run({common.configs[0]}, prompts.front(), ro);
+    // A short prompt: the warm-up only needs the code paths and allocations touched once.
+    const Sample warm_prompt =
+        MakeSample(TaskOptions{"needle", std::min<int64_t>(512, lengths.front()), 50, common.seed,
+                               common.haystack_dir, 0},
+                   *tokenizer, 0);
+    const auto warm = backend->Run({common.configs[0]}, warm_prompt, ro);
     if (!warm[0].ok) throw Error("warm-up failed: " + warm[0].error);
   }
   nlohmann::json rows = nlohmann::json::array();
