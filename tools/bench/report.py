@@ -118,7 +118,7 @@ def accuracy_section(out, rows, metas, doc_dir, img_dir, plt):
         # Grids only from runs that asked for depths (--depths), not the tasks' random ones.
         trows_grid = [r for r in trows if r["_dir"] in grid_dirs]
         depths = sorted(set(r["depth"] for r in trows_grid if r["depth"] >= 0))
-        if len(depths) >= 3 and len(lengths) >= 1:
+        if len(depths) >= 2 and len(lengths) >= 1:
             out.append("Grid (length x depth %), mean score in %:\n")
             for c in configs:
                 crows = [r for r in trows_grid if r["config"] == c]
