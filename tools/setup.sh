@@ -3,7 +3,7 @@
 #
 #   tools/setup.sh run    install packages, fetch the model, build, run the main job
 #   tools/setup.sh test   install packages, fetch the model, build, run the whole test suite
-#   tools/setup.sh deps|model|build   one step only
+#   tools/setup.sh deps|model|build|calibrate   one step only
 #
 # Every step is idempotent: installed packages, a verified model file and an up-to-date build are
 # detected and skipped.
@@ -84,6 +84,22 @@ step_build() {
   cmake --build "$BUILD_DIR" -j "$(nproc)"
 }
 
+# The SPTS pipeline's LTP proxies (docs/methods/spts.md): calibrated once from the model, next
+# to it. Calibration text: the essays in ../shared when present, else this repository's docs.
+step_calibrate() {
+  local proxy="$MODEL_DIR/${MODEL_FILE%.gguf}.spts.bin"
+  if [[ -s "$proxy" ]]; then
+    log "spts proxies: $proxy present"
+    return
+  fi
+  local text="$ROOT/../shared/data/pg_essays"
+  [[ -d "$text" ]] || text="$ROOT/docs"
+  log "spts proxies: calibrating from $text (about a minute)"
+  OMP_WAIT_POLICY=PASSIVE OPENBLAS_THREAD_TIMEOUT=4 "$BUILD_DIR/bin/sift-spts-calibrate" \
+    --model "$MODEL_DIR/$MODEL_FILE" --text "$text" --out "$proxy.part" >&2
+  mv "$proxy.part" "$proxy"
+}
+
 main_job() {
   log "main job: siftd serving every pipeline in pipelines/ on the default model"
   log "  query it from another shell:"
@@ -106,7 +122,8 @@ case "${1:-run}" in
   deps) step_deps ;;
   model) step_model ;;
   build) step_build ;;
-  run) step_deps; step_model; step_build; main_job ;;
-  test) step_deps; step_model; step_build; test_job ;;
-  *) echo "usage: $0 run|test|deps|model|build" >&2; exit 2 ;;
+  calibrate) step_calibrate ;;
+  run) step_deps; step_model; step_build; step_calibrate; main_job ;;
+  test) step_deps; step_model; step_build; step_calibrate; test_job ;;
+  *) echo "usage: $0 run|test|deps|model|build|calibrate" >&2; exit 2 ;;
 esac
