@@ -97,11 +97,19 @@ int RunCost(const Model& model, const CostOptions& options) {
         std::vector<double> stage_ms, stage_peak;
         double peak = 0;
         auto t0 = std::chrono::steady_clock::now();
-        for (auto& s : stages) {
-          const Status st = s->Run(model, state, context);
+        bool answer_kept = false;
+        for (size_t i = 0; i < stages.size(); ++i) {
+          const Status st = stages[i]->Run(model, state, context);
           SIFT_CHECK(st.ok(), "cost: stage failed: ", st.message());
           const auto t1 = std::chrono::steady_clock::now();
           stage_ms.push_back(Ms(t0, t1));
+          if (i + 2 == stages.size() || stages.size() == 1) {
+            // The prompt the re-prefill sees (after the filter): does it still hold the answer?
+            const std::string text = model.tokenizer().Decode(state.tokens);
+            for (const std::string& a : p.sample.answers) {
+              answer_kept = answer_kept || text.find(a) != std::string::npos;
+            }
+          }
           stage_peak.push_back(StatusMiB("VmHWM"));
           peak = std::max(peak, stage_peak.back());
           ResetPeakRss();
@@ -125,6 +133,7 @@ int RunCost(const Model& model, const CostOptions& options) {
                               {"rss_before_mib", rss_before},
                               {"peak_rss_mib", peak},
                               {"stage_peak_rss_mib", stage_peak},
+                              {"answer_kept", answer_kept},
                               {"score", bench::Score(p.sample, result.text)},
                               {"text", result.text}};
         std::cout << row.dump() << std::endl;

@@ -5,7 +5,8 @@
 // stdout): prompt tokens, kept tokens, pass-1 / filter / re-prefill ms, ttft_ms (all stages
 // before decode plus the first token's sampling, i.e. without queueing or transport), peak RSS
 // per stage (VmHWM, reset through /proc/self/clear_refs before each stage; the reset and read
-// are outside the timed spans), the run's peak and the RSS before it, the score and the text.
+// are outside the timed spans), the run's peak and the RSS before it, whether the filtered
+// prompt still contains an answer string (answer_kept), the score and the text.
 //
 // Prompts longer than the model's context are allowed for the filter pipelines (the streaming
 // and partial prefills do not check it; the re-prefill is budget-sized); full prefill refuses.
