@@ -12,8 +12,11 @@
 // time (the first token is the argmax of the prefill's logits), e2e = TTFT + `--gen` tokens
 // (ignore_eos); KV bytes after prefill. accuracy: greedy answer of the sample's max_tokens,
 // scored by the task's scorer. One JSON line per (config, length, sample) on stdout / --out.
+// --mode trace: for each sample, how many of the needle's tokens are candidates, attention-active
+// and FFN-active in every layer of the default SPTS prefill (one JSON line per layer).
 // Configs: full = prefill_full; spts = prefill_skip defaults; pap = {ltp:false, msdp:false};
 // pap_ltp = {msdp:false}.
+#include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <fstream>
@@ -29,6 +32,8 @@
 #include "sift/error.h"
 #include "sift/generate.h"
 #include "sift/model.h"
+#include "spts_prefill.h"
+#include "spts_proxy.h"
 #include "tasks.h"
 
 namespace {
@@ -65,6 +70,59 @@ std::unique_ptr<sift::Stage> MakeStage(const std::string& config, const sift::Mo
     throw sift::Error("unknown config " + config + " (full, spts, pap, pap_ltp)");
   }
   return std::make_unique<sift::plugins::PrefillSkipStage>(p, model);
+}
+
+// Positions of the needle's tokens in `tokens` (the needle tokenised alone, its first and last
+// token dropped since they may merge with neighbours, then located as a run).
+std::vector<int64_t> NeedlePositions(const sift::Model& model, const sift::bench::Sample& sample,
+                                     const std::vector<sift::TokenId>& tokens) {
+  std::vector<int64_t> out;
+  if (sample.needles.empty()) return out;
+  std::vector<sift::TokenId> needle = model.tokenizer().Encode(sample.needles[0], false);
+  if (needle.size() < 3) return out;
+  needle = std::vector<sift::TokenId>(needle.begin() + 1, needle.end() - 1);
+  for (size_t i = 0; i + needle.size() <= tokens.size(); ++i) {
+    if (std::equal(needle.begin(), needle.end(), tokens.begin() + i)) {
+      for (size_t j = 0; j < needle.size(); ++j) out.push_back(static_cast<int64_t>(i + j));
+      break;
+    }
+  }
+  return out;
+}
+
+void TraceNeedle(const sift::Model& model, const sift::bench::Sample& sample,
+                 const std::vector<sift::TokenId>& tokens, int64_t length) {
+  const std::vector<int64_t> needle = NeedlePositions(model, sample, tokens);
+  auto count = [&](const at::Tensor& positions) {
+    int64_t c = 0;
+    const auto acc = positions.accessor<int64_t, 1>();
+    for (int64_t i = 0; i < positions.size(0); ++i) {
+      c += std::count(needle.begin(), needle.end(), acc[i]) > 0;
+    }
+    return c;
+  };
+  auto proxy = sift::plugins::SptsProxy::LoadShared(
+      sift::plugins::PrefillSkipStage::ResolveProxyPath("", model));
+  std::vector<sift::plugins::SptsLayerTrace> trace;
+  sift::plugins::SptsPrefillOptions o;
+  o.proxy = proxy.get();
+  o.trace = &trace;
+  sift::KvCache cache = model.NewCache();
+  at::Tensor logits;
+  sift::plugins::SptsPrefill(model, tokens, o, cache, &logits);
+  for (size_t l = 0; l < trace.size(); ++l) {
+    json line = {{"mode", "trace"},
+                 {"id", sample.id},
+                 {"length", length},
+                 {"layer", l},
+                 {"needle_tokens", needle.size()},
+                 {"needle_start", needle.empty() ? -1 : needle.front()},
+                 {"candidates", trace[l].candidates.size(0)},
+                 {"needle_candidates", count(trace[l].candidates)},
+                 {"needle_attn_active", count(trace[l].attn_active)},
+                 {"needle_ffn_active", count(trace[l].ffn_active)}};
+    std::cout << line.dump() << std::endl;
+  }
 }
 
 }  // namespace
@@ -121,6 +179,10 @@ int main(int argc, char** argv) {
           sift::Status st =
               sift::daemon::BuildRequestState(*model, req, {}, &state, &clamped, &details);
           if (!st.ok()) throw sift::Error("request: " + st.ToString());
+          if (args["mode"] == "trace") {
+            TraceNeedle(*model, sample, state.tokens, to.length);
+            break;
+          }
           QuietContext ctx;
           auto stage = MakeStage(config, *model);
           const auto t0 = std::chrono::steady_clock::now();
