@@ -26,8 +26,14 @@ for task in sorted(lengths):
             cells.append(f"{100 * sum(v) / len(v):.0f} ({len(v)})" if v else "")
         if any(cells):
             print(f"| {c} | " + " | ".join(cells) + " |")
-print("\n| method | length | keep_ratio | mean adjacent-layer Jaccard | samples |\n|---|---|---|---|---|")
+# Jaccard: pooled over every accuracy run (tasks) at the same method, length and ratio.
+jac = collections.defaultdict(lambda: [0.0, 0])
 for r in rows:
     if r["mode"] == "jaccard":
-        m, length, ratio = r["key"].split("|")
-        print(f"| {m} | {length} | {ratio} | {100 * r['mean']:.1f}% | {r['n']} |")
+        jac[r["key"]][0] += r["mean"] * r["n"]
+        jac[r["key"]][1] += r["n"]
+print("\n| method | length | keep_ratio | mean adjacent-layer Jaccard | samples |\n|---|---|---|---|---|")
+for key in sorted(jac, key=lambda k: (k.split("|")[1], k.split("|")[2], k.split("|")[0])):
+    m, length, ratio = key.split("|")
+    total, n = jac[key]
+    print(f"| {m} | {length} | {ratio} | {100 * total / n:.1f}% | {n} |")
