@@ -64,11 +64,11 @@ TEST(BenchQuickTest, SharedPrefillEqualsSeparateRunsAndTheDaemon) {
   const Sample sample =
       MakeSample(TaskOptions{"passkey", 320, 50, 3, DefaultHaystackDir(), 0}, *tokenizer, 0);
   // recent (keep 256) and recent with keep 64 share prefill_full's default parameters; the
-  // select stage of the first evicts from its copy only. full spells its parameters, so it
-  // runs alone.
-  const std::vector<BenchConfig> configs = {ParseConfig("recent"),
-                                            ParseConfig("k64=recent:{\"select\":{\"keep\":64}}"),
-                                            ParseConfig("full")};
+  // select stage of the first evicts from its copy only. The third prefills in chunks of 128
+  // (same result, different parameters), so it must run alone.
+  const std::vector<BenchConfig> configs = {
+      ParseConfig("recent"), ParseConfig("k64=recent:{\"select\":{\"keep\":64}}"),
+      ParseConfig("chunked=full:{\"prefill\":{\"chunk_size\":128}}")};
   RunOptions ro;
   ro.max_tokens = 8;
   InProcessOptions io;
