@@ -7,6 +7,8 @@
 #include <string>
 #include <vector>
 
+#include "prompt_check.h"
+
 namespace sift::plugins {
 namespace {
 
@@ -69,19 +71,7 @@ Status PrefillFullStage::Run(const Model& model, RequestState& state, StageConte
   const auto start = std::chrono::steady_clock::now();
   const ModelConfig& config = model.config();
   const int64_t n = static_cast<int64_t>(state.tokens.size());
-  if (n == 0) return Status(StatusCode::kInvalidArgument, "empty_prompt", "the prompt is empty");
-  if (config.context_length > 0 && n > config.context_length) {
-    return Status(StatusCode::kInvalidArgument, "prompt_too_long",
-                  "the prompt has " + std::to_string(n) + " tokens; the model's context is " +
-                      std::to_string(config.context_length));
-  }
-  for (TokenId id : state.tokens) {
-    if (id < 0 || id >= config.vocab_size) {
-      return Status(StatusCode::kInvalidArgument, "bad_token",
-                    "token id " + std::to_string(id) + " is outside the vocabulary [0, " +
-                        std::to_string(config.vocab_size) + ")");
-    }
-  }
+  SIFT_RETURN_IF_ERROR(CheckPrompt(model, state.tokens));
 
   auto cache = std::make_unique<KvCache>(model.NewCache());
   const int64_t layers = config.num_layers;

@@ -4,6 +4,7 @@
 #include <filesystem>
 #include <memory>
 
+#include "prompt_check.h"
 #include "sift/error.h"
 #include "spts_prefill.h"
 #include "spts_proxy.h"
@@ -74,19 +75,7 @@ Status PrefillSkipStage::Run(const Model& model, RequestState& state, StageConte
   const auto start = std::chrono::steady_clock::now();
   const ModelConfig& config = model.config();
   const int64_t n = static_cast<int64_t>(state.tokens.size());
-  if (n == 0) return Status(StatusCode::kInvalidArgument, "empty_prompt", "the prompt is empty");
-  if (config.context_length > 0 && n > config.context_length) {
-    return Status(StatusCode::kInvalidArgument, "prompt_too_long",
-                  "the prompt has " + std::to_string(n) + " tokens; the model's context is " +
-                      std::to_string(config.context_length));
-  }
-  for (TokenId id : state.tokens) {
-    if (id < 0 || id >= config.vocab_size) {
-      return Status(StatusCode::kInvalidArgument, "bad_token",
-                    "token id " + std::to_string(id) + " is outside the vocabulary [0, " +
-                        std::to_string(config.vocab_size) + ")");
-    }
-  }
+  SIFT_RETURN_IF_ERROR(CheckPrompt(model, state.tokens));
   if (!state.plan.stats.empty()) {
     return Status(StatusCode::kFailedPrecondition, "stats_unsupported",
                   "prefill_skip does not collect attention statistics for later stages");

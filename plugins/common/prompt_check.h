@@ -1,0 +1,20 @@
+// The input checks every prefill stage makes before touching the model: a non-empty prompt
+// that fits the model's context and holds only in-vocabulary token ids.
+//
+// Pure function. Returns INVALID_ARGUMENT with reason empty_prompt, prompt_too_long or
+// bad_token (the reasons docs/protocol.md lists), else OK.
+#ifndef SIFT_PLUGINS_COMMON_PROMPT_CHECK_H_
+#define SIFT_PLUGINS_COMMON_PROMPT_CHECK_H_
+
+#include <vector>
+
+#include "sift/model.h"
+#include "sift/status.h"
+
+namespace sift::plugins {
+
+Status CheckPrompt(const Model& model, const std::vector<TokenId>& tokens);
+
+}  // namespace sift::plugins
+
+#endif  // SIFT_PLUGINS_COMMON_PROMPT_CHECK_H_
