@@ -1,7 +1,7 @@
 // The input checks every prefill stage makes before touching the model: a non-empty prompt
 // that fits the model's context and holds only in-vocabulary token ids.
 //
-// Pure function. Returns INVALID_ARGUMENT with reason empty_prompt, prompt_too_long or
+// Pure functions. Return INVALID_ARGUMENT with reason empty_prompt, prompt_too_long or
 // bad_token (the reasons docs/protocol.md lists), else OK.
 #ifndef SIFT_PLUGINS_COMMON_PROMPT_CHECK_H_
 #define SIFT_PLUGINS_COMMON_PROMPT_CHECK_H_
@@ -13,7 +13,12 @@
 
 namespace sift::plugins {
 
+// Non-empty, in-vocabulary and no longer than the model's context.
 Status CheckPrompt(const Model& model, const std::vector<TokenId>& tokens);
+
+// Non-empty and in-vocabulary, any length: for scoring passes that are meant to run past the
+// trained context (ILRe's streaming prefill).
+Status CheckPromptTokens(const Model& model, const std::vector<TokenId>& tokens);
 
 }  // namespace sift::plugins
 

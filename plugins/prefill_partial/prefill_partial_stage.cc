@@ -4,6 +4,8 @@
 #include <string>
 
 #include "partial_prefill.h"
+#include "prompt_check.h"
+#include "scoring_pass.h"
 
 namespace sift::plugins {
 
@@ -12,14 +14,7 @@ PrefillPartialStage::PrefillPartialStage(const StageParams& params, const Model&
 
 Status PrefillPartialStage::Run(const Model& model, RequestState& state, StageContext& context) {
   const auto start = std::chrono::steady_clock::now();
-  const int64_t n = static_cast<int64_t>(state.tokens.size());
-  if (n == 0) return Status(StatusCode::kInvalidArgument, "empty_prompt", "the prompt is empty");
-  for (TokenId id : state.tokens) {
-    if (id < 0 || id >= model.config().vocab_size) {
-      return Status(StatusCode::kInvalidArgument, "bad_token",
-                    "token id " + std::to_string(id) + " is outside the vocabulary");
-    }
-  }
+  SIFT_RETURN_IF_ERROR(CheckPromptTokens(model, state.tokens));
   if (state.plan.stats.empty()) {
     return Status(StatusCode::kFailedPrecondition, "nothing_planned",
                   "prefill_partial runs up to the deepest layer a later stage needs statistics "
@@ -35,15 +30,7 @@ Status PrefillPartialStage::Run(const Model& model, RequestState& state, StageCo
   if (!PartialPrefill(model, state.tokens, state.plan.stats, options, &stats)) {
     return context.CancelStatus();
   }
-  state.cache.reset();
-  state.layer_stats = std::move(stats);
-  state.last_logits = at::Tensor();
-  state.hidden = at::Tensor();
-  state.layer_cursor = 0;
-  state.kept_indices.clear();
-  if (state.prompt_length == 0) state.prompt_length = n;
-  state.stats.prefill_ms +=
-      std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
+  FinishScoringPass(state, std::move(stats), start);
   return Status::Ok();
 }
 

@@ -1,8 +1,12 @@
 #include "prefill_streaming_stage.h"
 
 #include <chrono>
+#include <map>
 #include <set>
 #include <string>
+
+#include "prompt_check.h"
+#include "scoring_pass.h"
 
 namespace sift::plugins {
 
@@ -18,13 +22,7 @@ PrefillStreamingStage::PrefillStreamingStage(const StageParams& params, const Mo
 Status PrefillStreamingStage::Run(const Model& model, RequestState& state, StageContext& context) {
   const auto start = std::chrono::steady_clock::now();
   const int64_t n = static_cast<int64_t>(state.tokens.size());
-  if (n == 0) return Status(StatusCode::kInvalidArgument, "empty_prompt", "the prompt is empty");
-  for (TokenId id : state.tokens) {
-    if (id < 0 || id >= model.config().vocab_size) {
-      return Status(StatusCode::kInvalidArgument, "bad_token",
-                    "token id " + std::to_string(id) + " is outside the vocabulary");
-    }
-  }
+  SIFT_RETURN_IF_ERROR(CheckPromptTokens(model, state.tokens));
   std::set<int64_t> layers;
   for (const auto& [layer, request] : state.plan.stats) {
     if (request.max_from_query >= 0) layers.insert(layer);
@@ -50,16 +48,9 @@ Status PrefillStreamingStage::Run(const Model& model, RequestState& state, Stage
     return context.CancelStatus();
   }
   state.question_begin = question_begin;
-  state.cache.reset();
-  state.layer_stats.clear();
-  for (auto& [layer, a] : scores.scores) state.layer_stats[layer].max_prob = std::move(a);
-  state.last_logits = at::Tensor();
-  state.hidden = at::Tensor();
-  state.layer_cursor = 0;
-  state.kept_indices.clear();
-  if (state.prompt_length == 0) state.prompt_length = n;
-  state.stats.prefill_ms +=
-      std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
+  std::map<int64_t, AttentionStats> stats;
+  for (auto& [layer, a] : scores.scores) stats[layer].max_prob = std::move(a);
+  FinishScoringPass(state, std::move(stats), start);
   return Status::Ok();
 }
 

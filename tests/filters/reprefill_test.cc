@@ -105,5 +105,25 @@ TEST(Reprefill, FiltersRefuseWithoutScores) {
   EXPECT_EQ(streaming.Run(model, state, context).code(), StatusCode::kFailedPrecondition);
 }
 
+TEST(Reprefill, ScoringPassesRejectEmptyPromptsAndBadTokens) {
+  SIFT_FILTERS_REQUIRE_MODEL();
+  const Model& model = *Fp32Model();
+  TestContext context;
+  PrefillPartialStage partial(Params("prefill_partial", {}), model);
+  PrefillStreamingStage streaming(Params("prefill_streaming", {}), model);
+  for (Stage* stage : std::vector<Stage*>{&partial, &streaming}) {
+    RequestState empty;
+    Status st = stage->Run(model, empty, context);
+    EXPECT_EQ(st.code(), StatusCode::kInvalidArgument);
+    EXPECT_EQ(st.reason(), "empty_prompt");
+    RequestState bad;
+    bad.tokens = FillerPrompt(model, 2, &bad.question_begin);
+    bad.tokens[3] = static_cast<TokenId>(model.config().vocab_size);
+    st = stage->Run(model, bad, context);
+    EXPECT_EQ(st.code(), StatusCode::kInvalidArgument);
+    EXPECT_EQ(st.reason(), "bad_token") << st.message();
+  }
+}
+
 }  // namespace
 }  // namespace sift::plugins
