@@ -65,10 +65,12 @@ TEST(BenchQuickTest, SharedPrefillEqualsSeparateRunsAndTheDaemon) {
       MakeSample(TaskOptions{"passkey", 320, 50, 3, DefaultHaystackDir(), 0}, *tokenizer, 0);
   // recent (keep 256) and recent with keep 64 share prefill_full's default parameters; the
   // select stage of the first evicts from its copy only. The third prefills in chunks of 128
-  // (same result, different parameters), so it must run alone.
+  // (same result, different parameters), so it must run alone. snapkv asks for statistics on
+  // every layer and chunkkv_reuse on every other one (plus a reuse_leader map): they share too.
   const std::vector<BenchConfig> configs = {
       ParseConfig("recent"), ParseConfig("k64=recent:{\"select\":{\"keep\":64}}"),
-      ParseConfig("chunked=full:{\"prefill\":{\"chunk_size\":128}}")};
+      ParseConfig("chunked=full:{\"prefill\":{\"chunk_size\":128}}"), ParseConfig("snapkv"),
+      ParseConfig("chunkkv_reuse")};
   RunOptions ro;
   ro.max_tokens = 8;
   InProcessOptions io;
@@ -85,7 +87,7 @@ TEST(BenchQuickTest, SharedPrefillEqualsSeparateRunsAndTheDaemon) {
     auto backend = MakeInProcessBackend(io);
     separate = backend->Run(configs, sample, ro);
   }
-  ASSERT_EQ(shared.size(), 3u);
+  ASSERT_EQ(shared.size(), configs.size());
   for (size_t i = 0; i < configs.size(); ++i) {
     SCOPED_TRACE(configs[i].label);
     ASSERT_TRUE(shared[i].ok) << shared[i].error;
@@ -97,6 +99,8 @@ TEST(BenchQuickTest, SharedPrefillEqualsSeparateRunsAndTheDaemon) {
   EXPECT_TRUE(shared[0].shared_prefill);
   EXPECT_TRUE(shared[1].shared_prefill);
   EXPECT_FALSE(shared[2].shared_prefill);
+  EXPECT_TRUE(shared[3].shared_prefill);
+  EXPECT_TRUE(shared[4].shared_prefill);
   EXPECT_EQ(shared[1].stats["tokens_kept"], 64);
   EXPECT_NE(shared[1].text, shared[2].text);  // the selection mattered
 

@@ -61,9 +61,12 @@ bool MergeRequest(AttentionStatsRequest& into, const AttentionStatsRequest& r) {
   return true;
 }
 
+// The prefill reads only plan.stats; reuse_leader is read by the select and reuse stages, which run
+// with their own config's plan. So the group plan is the union of the statistics requests, and
+// a reuse config (whose followers ask for none) shares the prefill of configs that ask for more.
 bool MergePlan(RequestPlan& into, const RequestPlan& plan) {
-  if (into.reuse_leader != plan.reuse_leader) return false;
   RequestPlan merged = into;
+  merged.reuse_leader.clear();
   for (const auto& [layer, request] : plan.stats) {
     auto it = merged.stats.find(layer);
     if (it == merged.stats.end()) {

@@ -5,14 +5,14 @@
 // SHARED PREFILL: for one sample, configs whose first stage is the same prefill plugin with the
 // same effective parameters are grouped; each config's stages Plan() into its own RequestPlan;
 // plans are merged per layer when compatible (windows equal or 0, max_from_query equal or -1,
-// booleans OR'ed, reuse_leader maps equal), else the config gets a group of its own. The prefill
-// runs once per group (RunPipeline over the first stage, with the merged plan) and every config
-// continues on a deep copy of the state (KvCache copied through Keys/Values/Positions + Set,
-// statistics and tensors cloned) with its own plan, through RunPipeline over its remaining
-// stages. Extra statistics collected for another config are never read by a stage that did not
-// ask for them, and the cache is the same, so outputs equal running the config alone (tested).
-// Without sharing (or for a lone config) the whole pipeline runs through RunPipeline, as the
-// daemon does. Timings of shared runs report the shared prefill's time.
+// booleans OR'ed; reuse_leader maps are not the prefill's business and may differ), else the
+// config gets a group of its own. The prefill runs once per group (RunPipeline over the first
+// stage, with the merged plan) and every config continues on a deep copy of the state (KvCache
+// copied through Keys/Values/Positions + Set, statistics and tensors cloned) with its own plan,
+// through RunPipeline over its remaining stages. Extra statistics collected for another config are
+// never read by a stage that did not ask for them, and the cache is the same, so outputs equal
+// running the config alone (tested). Without sharing (or for a lone config) the whole pipeline runs
+// through RunPipeline, as the daemon does. Timings of shared runs report the shared prefill's time.
 //
 // THREADING: one thread. ERRORS: the constructor throws sift::Error (model, folders); runs
 // report failures in RunResult.
