@@ -89,6 +89,102 @@ def meta_section(out, metas, doc_dir):
             out.append("")
 
 
+COMPACT_GRID_CONFIGS = 6  # more configs than this: one grid table and heatmap per task
+
+
+def summary_table(out, rows, configs, tasks):
+    """Mean over every sample of every task, per config and length."""
+    lengths = sorted(set(r["length"] for r in rows))
+    out.append("### All tasks\n")
+    out.append("Mean over all samples of all tasks (%s); each sample counts once.\n" % ", ".join(tasks))
+    out.append("| config | " + " | ".join(str(l) for l in lengths) + " |")
+    out.append("|---|" + "---|" * len(lengths))
+    for c in configs:
+        cells = []
+        for l in lengths:
+            s = [r["score"] for r in rows if r["config"] == c and r["length"] == l]
+            cells.append("%s (%d)" % (pct(statistics.mean(s)), len(s)) if s else "-")
+        out.append("| %s | %s |" % (c, " | ".join(cells)))
+    out.append("")
+
+
+def compact_grid(out, task, trows, configs, doc_dir, img_dir, plt):
+    """One table (configs x length/depth cells) and one heatmap for many configs."""
+    cells = sorted(set((r["length"], r["depth"]) for r in trows if r["depth"] >= 0))
+    out.append("Grid (rows: config; columns: length/depth %), mean score in %:\n")
+    out.append("| config | " + " | ".join("%d/%d" % c for c in cells) + " |")
+    out.append("|---|" + "---|" * len(cells))
+    data = []
+    for c in configs:
+        vals = []
+        for (l, d) in cells:
+            s = [r["score"] for r in trows if r["config"] == c and r["length"] == l and r["depth"] == d]
+            vals.append(statistics.mean(s) if s else float("nan"))
+        data.append(vals)
+        out.append("| %s | %s |" % (c, " | ".join(pct(v) if v == v else "-" for v in vals)))
+    out.append("")
+    if plt is None:
+        return
+    fig, ax = plt.subplots(figsize=(2.0 + 0.45 * len(cells), 1.0 + 0.28 * len(configs)))
+    im = ax.imshow(data, cmap="RdYlGn", vmin=0, vmax=1, aspect="auto", origin="upper")
+    ax.set_xticks(range(len(cells)))
+    ax.set_xticklabels(["%d/%d" % c for c in cells], rotation=60, fontsize=7)
+    ax.set_yticks(range(len(configs)))
+    ax.set_yticklabels(configs, fontsize=7)
+    ax.set_xlabel("context length / needle depth %")
+    ax.set_title(task)
+    fig.colorbar(im, ax=ax, fraction=0.03)
+    fig.tight_layout()
+    name = "grid_%s.png" % task
+    fig.savefig(os.path.join(img_dir, name), dpi=110)
+    plt.close(fig)
+    out.append("![%s grid](%s)\n" % (task, rel(os.path.join(img_dir, name), doc_dir)))
+
+
+def per_config_grids(out, task, trows_grid, configs, lengths, depths, doc_dir, img_dir, plt):
+    """A length x depth table and heatmap per config."""
+    out.append("Grid (length x depth %), mean score in %:\n")
+    for c in configs:
+        crows = [r for r in trows_grid if r["config"] == c]
+        if not crows:
+            continue
+        grid = {}
+        out.append("`%s`:\n" % c)
+        out.append("| length \\ depth | " + " | ".join(str(d) for d in depths) + " |")
+        out.append("|---|" + "---|" * len(depths))
+        for l in lengths:
+            cells = []
+            for d in depths:
+                s = [r["score"] for r in crows if r["length"] == l and r["depth"] == d]
+                grid[(l, d)] = statistics.mean(s) if s else float("nan")
+                cells.append(pct(grid[(l, d)]) if s else "-")
+            out.append("| %d | %s |" % (l, " | ".join(cells)))
+        out.append("")
+        if plt is not None:
+            fig, ax = plt.subplots(figsize=(1.0 + 0.7 * len(lengths), 3.6))
+            data = [[grid[(l, d)] for l in lengths] for d in depths]
+            im = ax.imshow(data, cmap="RdYlGn", vmin=0, vmax=1, aspect="auto",
+                           origin="upper")
+            ax.set_xticks(range(len(lengths)))
+            ax.set_xticklabels([str(l) for l in lengths])
+            ax.set_yticks(range(len(depths)))
+            ax.set_yticklabels([str(d) for d in depths])
+            ax.set_xlabel("context length (tokens)")
+            ax.set_ylabel("needle depth (%)")
+            ax.set_title("%s: %s" % (task, c))
+            for i, d in enumerate(depths):
+                for j, l in enumerate(lengths):
+                    v = grid[(l, d)]
+                    if v == v:
+                        ax.text(j, i, pct(v), ha="center", va="center", fontsize=8)
+            fig.colorbar(im, ax=ax, fraction=0.05)
+            fig.tight_layout()
+            name = "heatmap_%s_%s.png" % (task, c.replace("/", "_").replace("@", "_"))
+            fig.savefig(os.path.join(img_dir, name), dpi=110)
+            plt.close(fig)
+            out.append("![%s %s](%s)\n" % (task, c, rel(os.path.join(img_dir, name), doc_dir)))
+
+
 def accuracy_section(out, rows, metas, doc_dir, img_dir, plt):
     if not rows:
         return
@@ -100,6 +196,8 @@ def accuracy_section(out, rows, metas, doc_dir, img_dir, plt):
                "Greedy decoding.\n")
     configs = config_order(rows)
     tasks = ordered(r["task"] for r in rows)
+    if len(tasks) > 1:
+        summary_table(out, rows, configs, tasks)
     for task in tasks:
         trows = [r for r in rows if r["task"] == task]
         lengths = sorted(set(r["length"] for r in trows))
@@ -118,47 +216,12 @@ def accuracy_section(out, rows, metas, doc_dir, img_dir, plt):
         # Grids only from runs that asked for depths (--depths), not the tasks' random ones.
         trows_grid = [r for r in trows if r["_dir"] in grid_dirs]
         depths = sorted(set(r["depth"] for r in trows_grid if r["depth"] >= 0))
-        if len(depths) >= 2 and len(lengths) >= 1:
-            out.append("Grid (length x depth %), mean score in %:\n")
-            for c in configs:
-                crows = [r for r in trows_grid if r["config"] == c]
-                if not crows:
-                    continue
-                grid = {}
-                out.append("`%s`:\n" % c)
-                out.append("| length \\ depth | " + " | ".join(str(d) for d in depths) + " |")
-                out.append("|---|" + "---|" * len(depths))
-                for l in lengths:
-                    cells = []
-                    for d in depths:
-                        s = [r["score"] for r in crows if r["length"] == l and r["depth"] == d]
-                        grid[(l, d)] = statistics.mean(s) if s else float("nan")
-                        cells.append(pct(grid[(l, d)]) if s else "-")
-                    out.append("| %d | %s |" % (l, " | ".join(cells)))
-                out.append("")
-                if plt is not None:
-                    fig, ax = plt.subplots(figsize=(1.0 + 0.7 * len(lengths), 3.6))
-                    data = [[grid[(l, d)] for l in lengths] for d in depths]
-                    im = ax.imshow(data, cmap="RdYlGn", vmin=0, vmax=1, aspect="auto",
-                                   origin="upper")
-                    ax.set_xticks(range(len(lengths)))
-                    ax.set_xticklabels([str(l) for l in lengths])
-                    ax.set_yticks(range(len(depths)))
-                    ax.set_yticklabels([str(d) for d in depths])
-                    ax.set_xlabel("context length (tokens)")
-                    ax.set_ylabel("needle depth (%)")
-                    ax.set_title("%s: %s" % (task, c))
-                    for i, d in enumerate(depths):
-                        for j, l in enumerate(lengths):
-                            v = grid[(l, d)]
-                            if v == v:
-                                ax.text(j, i, pct(v), ha="center", va="center", fontsize=8)
-                    fig.colorbar(im, ax=ax, fraction=0.05)
-                    fig.tight_layout()
-                    name = "heatmap_%s_%s.png" % (task, c.replace("/", "_").replace("@", "_"))
-                    fig.savefig(os.path.join(img_dir, name), dpi=110)
-                    plt.close(fig)
-                    out.append("![%s %s](%s)\n" % (task, c, rel(os.path.join(img_dir, name), doc_dir)))
+        if len(depths) < 2:
+            continue
+        if len(configs) > COMPACT_GRID_CONFIGS:
+            compact_grid(out, task, trows_grid, configs, doc_dir, img_dir, plt)
+        else:
+            per_config_grids(out, task, trows_grid, configs, lengths, depths, doc_dir, img_dir, plt)
     nrows = len(rows)
     errs = sum(1 for r in rows if not r["ok"])
     out.append("%d runs in all, %d failed.\n" % (nrows, errs))

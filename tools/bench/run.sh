@@ -4,6 +4,9 @@
 #   bash tools/bench/run.sh full-kv   full KV (and the `recent` baseline for speed ratios) on the
 #                                     default model -> docs/results/bench.md, PNGs and raw
 #                                     CSV/JSON in docs/results/bench/
+#   bash tools/bench/run.sh methods   every method pipeline against full KV on passkey, needle and
+#                                     a RULER subset at 2K/4K/8K (in-process, shared prefills)
+#                                     -> docs/results/methods.md + raw files in docs/results/methods/
 #   bash tools/bench/run.sh quick     the CI-size run -> bench-out/quick/quick.md
 #
 # Builds what it needs (SIFT_BUILD_DIR, default build/; SIFT_BENCH_PLUGINS limits the plugin
@@ -116,8 +119,77 @@ answer prefix from the question for the same reason."
     "$BENCH" report --in "${dirs%,}" --out "$DOC" --title "sift-bench results: full KV, SmolLM2-135M-Instruct" \
       --preamble "$preamble"
     ;;
+  methods)
+    build
+    setup_venv
+    DOC="$ROOT/docs/results/methods.md"
+    RAW="$ROOT/docs/results/methods/raw"
+    SEED="${SEED:-42}"
+    LENGTHS="${LENGTHS:-2048 4096 8192}"
+    # Per length: passkey depths, needle depths, samples per RULER task (the work per sample grows
+    # with length: ~1.5 min at 2K, ~3 min at 4K, ~6 min at 8K for all configs below on 2 cores).
+    PASSKEY_DEPTHS_2048="${PASSKEY_DEPTHS_2048:-10,30,50,70,90}"
+    PASSKEY_DEPTHS_4096="${PASSKEY_DEPTHS_4096:-10,30,50,70,90}"
+    PASSKEY_DEPTHS_8192="${PASSKEY_DEPTHS_8192:-25,50,75}"
+    NEEDLE_DEPTHS_2048="${NEEDLE_DEPTHS_2048:-0,25,50,75,100}"
+    NEEDLE_DEPTHS_4096="${NEEDLE_DEPTHS_4096:-25,50,75}"
+    NEEDLE_DEPTHS_8192="${NEEDLE_DEPTHS_8192:-50}"
+    RULER_TASKS="${RULER_TASKS:-niah_single_1,niah_single_2,niah_multivalue}"
+    RULER_SAMPLES_2048="${RULER_SAMPLES_2048:-2}"
+    RULER_SAMPLES_4096="${RULER_SAMPLES_4096:-1}"
+    RULER_SAMPLES_8192="${RULER_SAMPLES_8192:-1}"
+    # Which (suite, length) folders to (re)run, e.g. SUITES="passkey needle" LENGTHS=2048.
+    SUITES="${SUITES:-passkey needle ruler}"
+    # The configs: full KV; the five selection methods + ChunkKV with reuse at the ChunkKV
+    # paper's KV sizes; SnapKV, GemFilter and ILRe at the filter papers' absolute budgets; SPTS.
+    configs=(--config full)
+    for r in 0.1 0.2 0.3; do
+      for m in snapkv streamingllm h2o pyramidkv chunkkv chunkkv_reuse; do
+        configs+=(--config "$m@$r=$m:{\"select\":{\"keep_ratio\":$r}}")
+      done
+    done
+    # ChunkKV with one index set for all KV heads (kvpress's variant): does per-head selection
+    # cost the exact passkey digits at 10 %?
+    configs+=(--config "chunkkv_shared@0.1=chunkkv:{\"select\":{\"keep_ratio\":0.1,\"shared_indices\":true}}")
+    for b in 256 512 1024; do
+      configs+=(--config "snapkv@$b=snapkv:{\"select\":{\"budget\":$b}}")
+      configs+=(--config "gemfilter@$b=gemfilter:{\"filter\":{\"topk\":$b}}")
+      configs+=(--config "ilre@$b=ilre:{\"filter\":{\"budget\":$b}}")
+    done
+    configs+=(--config spts)
+    # Answers are short (passkey ~10 tokens, needle ~30, niah ~25-45): cap the 128-token RULER
+    # budgets at 64 to bound the decode time of configs that ramble.
+    common=(--in-process --seed "$SEED" --max-tokens "${MAX_TOKENS:-64}" "${configs[@]}")
+    mkdir -p "$RAW"
+    for len in $LENGTHS; do
+      pd="PASSKEY_DEPTHS_$len" nd="NEEDLE_DEPTHS_$len" rs="RULER_SAMPLES_$len"
+      for suite in $SUITES; do
+        out="$RAW/$suite-$len"
+        rm -rf "$out"
+        case "$suite" in
+          passkey) args=(--tasks passkey --depths "${!pd}" --samples 1) ;;
+          needle) args=(--tasks needle --depths "${!nd}" --samples 1) ;;
+          ruler) args=(--tasks "$RULER_TASKS" --samples "${!rs}") ;;
+          *) log "unknown suite $suite"; exit 2 ;;
+        esac
+        measure accuracy "${common[@]}" --lengths "$len" "${args[@]}" --out "$out" || true
+      done
+    done
+    dirs=$(ls -d "$RAW"/*/ | sed 's:/$::' | tr '\n' ',')
+    preamble="Accuracy of every method pipeline against full KV on the default model, produced by
+\`bash tools/bench/run.sh methods\` (in-process: one prefill per sample shared by every config that
+starts with the same prefill, so the selection methods see exactly the same prompt state as full
+KV; docs/bench.md). Configs: \`<method>@<keep_ratio>\` for the KV-selection methods (fraction of
+the prompt's KV kept per layer and head: the ChunkKV paper's 10/20/30 %), \`<method>@<tokens>\` for
+SnapKV, GemFilter and ILRe at absolute budgets (the filter papers' 256/512/1024), \`spts\` with
+pipelines/spts.toml. Counts are small (stated per cell as \`score (n)\`): on 2 cores one 8K sample
+costs ~6 minutes for all configs. The analysis is in docs/results/selection.md, filters.md and
+spts.md."
+    "$BENCH" report --in "${dirs%,}" --out "$DOC" --title "Method accuracy: SmolLM2-135M-Instruct, every pipeline" \
+      --preamble "$preamble"
+    ;;
   *)
-    echo "usage: $0 full-kv|quick" >&2
+    echo "usage: $0 full-kv|methods|quick" >&2
     exit 2
     ;;
 esac
