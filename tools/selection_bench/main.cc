@@ -1,15 +1,16 @@
 // sift-selection-bench: in-process measurements of the KV selection plugins.
 //
-//   accuracy  --lengths 2048,4096 --tasks passkey,needle --samples 3 --ratios 0.1,0.2,0.3
-//             [--depths 25,50,75] [--max-tokens CAP] [--methods snapkv,...]
-//             One prefill per sample (collecting window and column statistics on every layer),
-//             then every method x keep_ratio runs on a deep copy of that state: select (+ reuse)
-//             and greedy decode; scored by sift_bench_tasks. Also records the adjacent-layer
-//             Jaccard similarity of the first KV head's kept indices (h2o, snapkv, chunkkv).
-//   overhead  --length 2048 --reps 2
-//             chunkkv at keep_ratio 0.1 with N_reuse = 1, 2, 3, 5: prefill time with the
-//             statistics the plan asks minus prefill time without any, plus select and reuse
-//             stage times (interleaved per repetition).
+//   jaccard   --lengths 4096 --tasks passkey --samples 3 --ratios 0.1,0.2,0.3 [--depths 25,50]
+//             One prefill per sample (window and column statistics on every layer), then h2o,
+//             snapkv and chunkkv at each keep_ratio on deep copies of it: the adjacent-layer
+//             Jaccard similarity of KV head 0's kept indices (ChunkKV paper, Figure 3 / B.2).
+//             Accuracy sweeps are sift-bench's (`bash tools/bench/run.sh methods`).
+//   overhead  --length 8192 --reps 5
+//             chunkkv at keep_ratio 0.1 with N_reuse = 1, 2, 3, 5 on copies of one prefill:
+//             select and reuse stage times (interleaved per repetition), plus the scoring cost
+//             per selecting layer, timed on the real layer-0 cache: fused into the prefill
+//             (last query block with minus without the window statistics) and recomputed from
+//             the window queries as the papers' reference code does.
 //   e2e       --length 4096 --out 128
 //             whole run (prefill + select + reuse + decode of --out tokens, EOS ignored) for full
 //             KV, chunkkv and chunkkv + reuse (N = 2) at keep_ratio 0.1.
@@ -35,6 +36,7 @@
 #include "layerwise_stage.h"
 #include "prefill_full_stage.h"
 #include "pyramidkv_stage.h"
+#include "sift/attention.h"
 #include "sift/generate.h"
 #include "sift/model.h"
 #include "snapkv_stage.h"
@@ -185,18 +187,13 @@ void Record(const json& j) {
   if (json_out.is_open()) json_out << j.dump() << "\n" << std::flush;
 }
 
-int Accuracy(const Model& model, std::map<std::string, std::string> f) {
-  const std::vector<std::string> lengths = Split(f.count("lengths") ? f["lengths"] : "2048");
+int JaccardMode(const Model& model, std::map<std::string, std::string> f) {
+  const std::vector<std::string> lengths = Split(f.count("lengths") ? f["lengths"] : "4096");
   const std::vector<std::string> tasks = Split(f.count("tasks") ? f["tasks"] : "passkey");
   const std::vector<std::string> ratios = Split(f.count("ratios") ? f["ratios"] : "0.1,0.2,0.3");
-  const std::vector<std::string> methods =
-      Split(f.count("methods") ? f["methods"]
-                               : "snapkv,streamingllm,h2o,pyramidkv,chunkkv,chunkkv_reuse");
   const std::vector<std::string> depths = Split(f.count("depths") ? f["depths"] : "-1");
   const int samples = std::stoi(f.count("samples") ? f["samples"] : "3");
-  // (task, length, config) -> scores; jaccard per method at each length.
-  std::map<std::string, std::vector<double>> scores;
-  std::map<std::string, std::vector<double>> jac;
+  std::map<std::string, std::vector<double>> jac;  // method|length|ratio -> per-sample means
   for (const std::string& task : tasks) {
     for (const std::string& len : lengths) {
       for (const std::string& depth : depths) {
@@ -206,63 +203,27 @@ int Accuracy(const Model& model, std::map<std::string, std::string> f) {
           o.length = std::stoll(len);
           o.depth_percent = bench::TaskHasDepth(task) ? std::stoi(depth) : -1;
           o.haystack_dir = bench::DefaultHaystackDir();
-          bench::Sample sample = bench::MakeSample(o, model.tokenizer(), i);
-          if (f.count("max-tokens")) {
-            sample.max_tokens = std::min<int64_t>(sample.max_tokens, std::stoll(f["max-tokens"]));
-          }
+          const bench::Sample sample = bench::MakeSample(o, model.tokenizer(), i);
           RequestState base = Build(model, sample);
           for (int64_t l = 0; l < model.config().num_layers; ++l) {
             base.plan.stats[l].window = 32;
             base.plan.stats[l].column_sum = true;
           }
-          const double prefill_ms = Prefill(model, base);
-          auto run = [&](const std::string& config, RequestState& s) {
-            GenerationResult r =
-                Generate(model, *s.cache, s.last_logits, s.next_position, s.generation);
-            const double score = bench::Score(sample, r.text);
-            const std::string key = task + "|" + len + "|" + config;
-            scores[key].push_back(score);
-            Record({{"mode", "accuracy"},
-                    {"task", task},
-                    {"length", std::stoll(len)},
-                    {"prompt_tokens", s.prompt_length},
-                    {"sample", sample.id},
-                    {"config", config},
-                    {"score", score},
-                    {"output", r.text},
-                    {"kept", s.cache->TotalEntries() / s.cache->num_layers()},
-                    {"prefill_ms", prefill_ms}});
-            std::cerr << sample.id << " " << config << " " << score << " | " << r.text.substr(0, 60)
-                      << "\n";
-          };
-          {
-            RequestState s = Clone(base);
-            run("full", s);
-          }
+          Prefill(model, base);
           for (const std::string& ratio : ratios) {
-            for (const std::string& m : methods) {
+            for (const std::string m : {"h2o", "snapkv", "chunkkv"}) {
               RequestState s = Clone(base);
-              Compress(model, s, m, std::stod(ratio), m == "chunkkv_reuse" ? 2 : 1);
-              if ((m == "h2o" || m == "snapkv" || m == "chunkkv")) {
-                jac[m + "|" + len + "|" + ratio].push_back(AdjacentJaccard(s));
-              }
-              run(m + "@" + ratio, s);
+              Compress(model, s, m, std::stod(ratio), 1);
+              const double j = AdjacentJaccard(s);
+              jac[m + "|" + len + "|" + ratio].push_back(j);
+              std::cerr << sample.id << " " << m << "@" << ratio << " jaccard " << j << "\n";
             }
           }
         }
       }
     }
   }
-  std::cout << "| task | length | config | mean score | n |\n|---|---|---|---|---|\n";
-  for (auto& [key, v] : scores) {
-    double sum = 0;
-    for (double x : v) sum += x;
-    std::cout << "| " << key.substr(0, key.find('|')) << " | "
-              << key.substr(key.find('|') + 1, key.rfind('|') - key.find('|') - 1) << " | "
-              << key.substr(key.rfind('|') + 1) << " | " << sum / v.size() << " | " << v.size()
-              << " |\n";
-  }
-  std::cout << "\n| method | length | keep_ratio | adjacent-layer Jaccard (KV head 0) | n |\n"
+  std::cout << "| method | length | keep_ratio | adjacent-layer Jaccard (KV head 0) | n |\n"
                "|---|---|---|---|---|\n";
   for (auto& [key, v] : jac) {
     double sum = 0;
@@ -273,59 +234,103 @@ int Accuracy(const Model& model, std::map<std::string, std::string> f) {
   return 0;
 }
 
+// Milliseconds of one Attention() call on the last `rows` queries of layer 0's cached keys,
+// with or without the observation-window statistics (window = 32, as chunkkv asks).
+double TimeAttention(const Model& model, const KvCache& cache, int64_t rows, bool stats) {
+  const ModelConfig& c = model.config();
+  const int64_t n = cache.size(0);
+  at::Tensor q = at::randn({rows, c.num_heads, c.head_dim}, cache.Keys(0).options());
+  at::Tensor q_pos = at::arange(n - rows, n, at::kLong);
+  AttentionOptions o;
+  o.upcast_fp32 = true;  // what prefill_full does for long inputs on this CPU
+  AttentionStatsRequest r;
+  if (stats) r.window = std::min<int64_t>(32, rows);
+  AttentionStats out;
+  const auto t = Clock::now();
+  at::Tensor y = Attention(q, cache.Keys(0), cache.Values(0), q_pos, cache.Positions(0), o, r,
+                           stats ? &out : nullptr);
+  return Ms(t);
+}
+
+double Median(std::vector<double> v) {
+  if (v.empty()) return 0;
+  std::sort(v.begin(), v.end());
+  const size_t m = v.size() / 2;
+  return v.size() % 2 ? v[m] : (v[m - 1] + v[m]) / 2;
+}
+
 int Overhead(const Model& model, std::map<std::string, std::string> f) {
-  const int64_t length = std::stoll(f.count("length") ? f["length"] : "2048");
-  const int reps = std::stoi(f.count("reps") ? f["reps"] : "2");
+  const int64_t length = std::stoll(f.count("length") ? f["length"] : "8192");
+  const int reps = std::stoi(f.count("reps") ? f["reps"] : "5");
   bench::TaskOptions o;
   o.task = "passkey";
   o.length = length;
   o.haystack_dir = bench::DefaultHaystackDir();
   bench::Sample sample = bench::MakeSample(o, model.tokenizer(), 0);
+  // One prefill that collects chunkkv's statistics on every layer; every N_reuse then compresses
+  // a copy of it (followers simply leave their statistics unread).
+  RequestState base = Build(model, sample);
+  MakeSelect("chunkkv", 0.1)->PlanStats(model.config().num_layers, base.plan);
+  const double prefill_ms = Prefill(model, base);
+  std::cerr << "prefill " << base.prompt_length << " tokens: " << prefill_ms << " ms\n";
+
+  // 1. The select and reuse stages, N_reuse interleaved inside each repetition.
   const std::vector<int64_t> reuse = {1, 2, 3, 5};
-  std::map<int64_t, std::vector<double>> stats_ms, select_ms, reuse_ms;
-  std::vector<double> base_ms;
+  std::map<int64_t, std::vector<double>> select_ms, reuse_ms;
   for (int r = 0; r < reps; ++r) {
-    RequestState plain = Build(model, sample);
-    const double t0 = Prefill(model, plain);
-    base_ms.push_back(t0);
     for (int64_t nr : reuse) {
-      RequestState s = Build(model, sample);
-      auto select = MakeSelect("chunkkv", 0.1);
-      select->PlanStats(model.config().num_layers, s.plan);
-      if (nr > 1) {
-        LayerwiseStage(Params({{"n_reuse", nr}}, "layerwise"))
-            .PlanLayers(model.config().num_layers, s.plan);
-      }
-      const double t = Prefill(model, s);
+      RequestState s = Clone(base);
       auto [sel, reu] = Compress(model, s, "chunkkv", 0.1, nr);
-      stats_ms[nr].push_back(t - t0);
       select_ms[nr].push_back(sel);
       reuse_ms[nr].push_back(reu);
       Record({{"mode", "overhead"},
-              {"length", s.prompt_length},
+              {"length", base.prompt_length},
               {"rep", r},
               {"n_reuse", nr},
-              {"prefill_plain_ms", t0},
-              {"prefill_stats_ms", t},
               {"select_ms", sel},
               {"reuse_ms", reu}});
-      std::cerr << "rep " << r << " N=" << nr << " prefill " << t << " (plain " << t0 << ") select "
-                << sel << " reuse " << reu << "\n";
+      std::cerr << "rep " << r << " N=" << nr << " select " << sel << " reuse " << reu << "\n";
     }
   }
-  auto mean = [](const std::vector<double>& v) {
-    double s = 0;
-    for (double x : v) s += x;
-    return v.empty() ? 0.0 : s / v.size();
-  };
-  std::cout << "| N_reuse | prefill plain ms | Δprefill (stats) ms | select ms | reuse ms | "
-               "scoring+selection ms | vs N=1 |\n|---|---|---|---|---|---|---|\n";
-  const double one = mean(stats_ms[1]) + mean(select_ms[1]) + mean(reuse_ms[1]);
+  // 2. What scoring costs per selecting layer. Fused (this design): the prefill's last query
+  // block (256 rows) with the window statistics minus the same block without them. Recomputed
+  // (SnapKV's and ChunkKV's reference code): softmax of the 32 window queries over all keys.
+  std::vector<double> plain, fused, recompute;
+  for (int r = 0; r < 4 * reps; ++r) {
+    plain.push_back(TimeAttention(model, *base.cache, 256, false));
+    fused.push_back(TimeAttention(model, *base.cache, 256, true));
+    recompute.push_back(TimeAttention(model, *base.cache, 32, true));
+  }
+  const double fused_layer = std::max(0.0, Median(fused) - Median(plain));
+  const double recompute_layer = Median(recompute);
+  Record({{"mode", "scoring"},
+          {"length", base.prompt_length},
+          {"reps", 4 * reps},
+          {"block_plain_ms", Median(plain)},
+          {"block_stats_ms", Median(fused)},
+          {"recompute_ms", recompute_layer},
+          {"prefill_ms", prefill_ms}});
+
+  const int64_t layers = model.config().num_layers;
+  std::cout << "Prompt " << base.prompt_length << " tokens, chunkkv keep_ratio 0.1, " << layers
+            << " layers, medians of " << reps << " repetitions (scoring: " << 4 * reps
+            << ").\n\nScoring per selecting layer: fused into the prefill " << fused_layer
+            << " ms (last block " << Median(fused) << " vs " << Median(plain)
+            << " ms); recomputed from the window queries " << recompute_layer << " ms.\n\n";
+  std::cout << "| N_reuse | selecting layers | select ms | reuse ms | per-follower gather ms | "
+               "scoring (fused) + select + reuse ms | vs N=1 | scoring (recomputed) + select + "
+               "reuse ms | vs N=1 |\n|---|---|---|---|---|---|---|---|---|\n";
+  double one_fused = 0, one_recompute = 0;
   for (int64_t nr : reuse) {
-    const double tot = mean(stats_ms[nr]) + mean(select_ms[nr]) + mean(reuse_ms[nr]);
-    std::cout << "| " << nr << " | " << mean(base_ms) << " | " << mean(stats_ms[nr]) << " | "
-              << mean(select_ms[nr]) << " | " << mean(reuse_ms[nr]) << " | " << tot << " | "
-              << tot / one << " |\n";
+    const int64_t leaders = (layers + nr - 1) / nr;
+    const double sel = Median(select_ms[nr]), reu = Median(reuse_ms[nr]);
+    const double fused_total = leaders * fused_layer + sel + reu;
+    const double recompute_total = leaders * recompute_layer + sel + reu;
+    if (nr == 1) one_fused = fused_total, one_recompute = recompute_total;
+    std::cout << "| " << nr << " | " << leaders << " | " << sel << " | " << reu << " | "
+              << (layers > leaders ? reu / static_cast<double>(layers - leaders) : 0.0) << " | "
+              << fused_total << " | " << fused_total / one_fused << " | " << recompute_total
+              << " | " << recompute_total / one_recompute << " |\n";
   }
   return 0;
 }
@@ -386,7 +391,7 @@ int EndToEnd(const Model& model, std::map<std::string, std::string> f) {
 int main(int argc, char** argv) {
   sift::ConfigureThreadEnvironment(argv);
   if (argc < 2) {
-    std::cerr << "usage: sift-selection-bench accuracy|overhead|e2e [--flag value ...]\n";
+    std::cerr << "usage: sift-selection-bench jaccard|overhead|e2e [--flag value ...]\n";
     return 2;
   }
   auto f = Flags(argc, argv);
@@ -400,7 +405,7 @@ int main(int argc, char** argv) {
   auto model = Model::Load(path, ModelOptions());
   const std::string mode = argv[1];
   try {
-    if (mode == "accuracy") return Accuracy(*model, f);
+    if (mode == "jaccard") return JaccardMode(*model, f);
     if (mode == "overhead") return Overhead(*model, f);
     if (mode == "e2e") return EndToEnd(*model, f);
   } catch (const std::exception& e) {
