@@ -5,7 +5,8 @@
 #                                     default model -> docs/results/bench.md, PNGs and raw
 #                                     CSV/JSON in docs/results/bench/
 #   bash tools/bench/run.sh methods   every method pipeline against full KV on passkey, needle and
-#                                     a RULER subset at 2K/4K/8K (in-process, shared prefills)
+#                                     a RULER subset at 2K/4K/8K (in-process, shared prefills),
+#                                     plus TTFT / memory of the method pipelines through siftd
 #                                     -> docs/results/methods.md + raw files in docs/results/methods/
 #   bash tools/bench/run.sh quick     the CI-size run -> bench-out/quick/quick.md
 #
@@ -138,8 +139,13 @@ answer prefix from the question for the same reason."
     RULER_SAMPLES_2048="${RULER_SAMPLES_2048:-2}"
     RULER_SAMPLES_4096="${RULER_SAMPLES_4096:-1}"
     RULER_SAMPLES_8192="${RULER_SAMPLES_8192:-1}"
+    # TTFT / decode / peak memory of the pipelines through a spawned siftd (one repetition each,
+    # configs interleaved; 16 generated tokens as in the SPTS paper's E2E setting).
+    SPEED_LENGTHS="${SPEED_LENGTHS:-2048,4096,8192}"
+    SPEED_PIPELINES="${SPEED_PIPELINES:-full,chunkkv,gemfilter,ilre,spts}"
+    SPEED_REPEATS="${SPEED_REPEATS:-1}"
     # Which (suite, length) folders to (re)run, e.g. SUITES="passkey needle" LENGTHS=2048.
-    SUITES="${SUITES:-passkey needle ruler}"
+    SUITES="${SUITES:-passkey needle ruler speed}"
     # The configs: full KV; the five selection methods + ChunkKV with reuse at the ChunkKV
     # paper's KV sizes; SnapKV, GemFilter and ILRe at the filter papers' absolute budgets; SPTS.
     configs=(--config full)
@@ -164,6 +170,7 @@ answer prefix from the question for the same reason."
     for len in $LENGTHS; do
       pd="PASSKEY_DEPTHS_$len" nd="NEEDLE_DEPTHS_$len" rs="RULER_SAMPLES_$len"
       for suite in $SUITES; do
+        [[ "$suite" == speed ]] && continue
         out="$RAW/$suite-$len"
         rm -rf "$out"
         case "$suite" in
@@ -175,6 +182,11 @@ answer prefix from the question for the same reason."
         measure accuracy "${common[@]}" --lengths "$len" "${args[@]}" --out "$out" || true
       done
     done
+    if [[ " $SUITES " == *" speed "* ]]; then
+      rm -rf "$RAW/speed"
+      measure speed --spawn --seed "$SEED" --pipelines "$SPEED_PIPELINES" --lengths "$SPEED_LENGTHS" \
+        --repeats "$SPEED_REPEATS" --max-tokens 16 --out "$RAW/speed" || true
+    fi
     dirs=$(ls -d "$RAW"/*/ | sed 's:/$::' | tr '\n' ',')
     preamble="Accuracy of every method pipeline against full KV on the default model, produced by
 \`bash tools/bench/run.sh methods\` (in-process: one prefill per sample shared by every config that
@@ -183,8 +195,8 @@ KV; docs/bench.md). Configs: \`<method>@<keep_ratio>\` for the KV-selection meth
 the prompt's KV kept per layer and head: the ChunkKV paper's 10/20/30 %), \`<method>@<tokens>\` for
 SnapKV, GemFilter and ILRe at absolute budgets (the filter papers' 256/512/1024), \`spts\` with
 pipelines/spts.toml. Counts are small (stated per cell as \`score (n)\`): on 2 cores one 8K sample
-costs ~6 minutes for all configs. The analysis is in docs/results/selection.md, filters.md and
-spts.md."
+costs ~6 minutes for all configs. The speed table runs the pipelines at their defaults through a
+spawned siftd. The analysis is in docs/results/selection.md, filters.md and spts.md."
     "$BENCH" report --in "${dirs%,}" --out "$DOC" --title "Method accuracy: SmolLM2-135M-Instruct, every pipeline" \
       --preamble "$preamble"
     ;;
