@@ -92,18 +92,18 @@ def meta_section(out, metas, doc_dir):
 COMPACT_GRID_CONFIGS = 6  # more configs than this: one grid table and heatmap per task
 
 
-def summary_table(out, rows, configs, tasks):
-    """Mean over every sample of every task, per config and length."""
+def score_table(out, rows, configs):
+    """Mean score (samples) per config x length over `rows`."""
     lengths = sorted(set(r["length"] for r in rows))
-    out.append("### All tasks\n")
-    out.append("Mean over all samples of all tasks (%s); each sample counts once.\n" % ", ".join(tasks))
     out.append("| config | " + " | ".join(str(l) for l in lengths) + " |")
     out.append("|---|" + "---|" * len(lengths))
     for c in configs:
         cells = []
         for l in lengths:
             s = [r["score"] for r in rows if r["config"] == c and r["length"] == l]
-            cells.append("%s (%d)" % (pct(statistics.mean(s)), len(s)) if s else "-")
+            errors = sum(1 for r in rows if r["config"] == c and r["length"] == l and not r["ok"])
+            cells.append("%s (%d)%s" % (pct(statistics.mean(s)), len(s),
+                                        " %d errors" % errors if errors else "") if s else "-")
         out.append("| %s | %s |" % (c, " | ".join(cells)))
     out.append("")
 
@@ -197,22 +197,15 @@ def accuracy_section(out, rows, metas, doc_dir, img_dir, plt):
     configs = config_order(rows)
     tasks = ordered(r["task"] for r in rows)
     if len(tasks) > 1:
-        summary_table(out, rows, configs, tasks)
+        out.append("### All tasks\n")
+        out.append("Mean over all samples of all tasks (%s); each sample counts once.\n"
+                   % ", ".join(tasks))
+        score_table(out, rows, configs)
     for task in tasks:
         trows = [r for r in rows if r["task"] == task]
         lengths = sorted(set(r["length"] for r in trows))
         out.append("### %s\n" % task)
-        out.append("| config | " + " | ".join(str(l) for l in lengths) + " |")
-        out.append("|---|" + "---|" * len(lengths))
-        for c in configs:
-            cells = []
-            for l in lengths:
-                s = [r["score"] for r in trows if r["config"] == c and r["length"] == l]
-                errors = sum(1 for r in trows if r["config"] == c and r["length"] == l and not r["ok"])
-                cells.append("%s (%d)%s" % (pct(statistics.mean(s)), len(s),
-                                            " %d errors" % errors if errors else "") if s else "-")
-            out.append("| %s | %s |" % (c, " | ".join(cells)))
-        out.append("")
+        score_table(out, trows, configs)
         # Grids only from runs that asked for depths (--depths), not the tasks' random ones.
         trows_grid = [r for r in trows if r["_dir"] in grid_dirs]
         depths = sorted(set(r["depth"] for r in trows_grid if r["depth"] >= 0))
