@@ -3,12 +3,14 @@
 
 Exact match hides how close a compressed cache comes: "825122" for the passkey "825842" keeps
 the first three digits. For every config and length this prints, over the passkey samples that
-full KV answers exactly (the only ones where compression can be judged):
+full KV answers exactly (the only ones where compression can be judged; --all: every sample):
   exact   passkeys reproduced exactly,
   digits  mean number of leading digits right (first 6-digit run in the answer; 0 if none),
   number  answers that contain a 6-digit number at all (the rest answer with prose).
 
-usage: passkey_digits.py DIR [DIR ...]   (folders holding accuracy.json)
+usage: passkey_digits.py [--all] DIR [DIR ...]   (folders holding accuracy.json)
+  --all   grade every sample, also those full KV gets wrong (compression can still keep
+          digits that the full cache's answer lost)
 """
 import collections
 import json
@@ -29,7 +31,9 @@ def leading_digits(answer, output):
     return n, True
 
 
-def main(dirs):
+def main(args):
+    every = "--all" in args
+    dirs = [a for a in args if a != "--all"]
     rows = []
     for d in dirs:
         path = os.path.join(d, "accuracy.json")
@@ -42,7 +46,7 @@ def main(dirs):
         if r["config"] not in configs:
             configs.append(r["config"])
         lengths.add(r["length"])
-        if r["id"] in solved:
+        if every or r["id"] in solved:
             n, has = leading_digits(r["answers"][0], r["output"])
             cells[(r["config"], r["length"])].append((r["score"], n, has))
     lengths = sorted(lengths)
@@ -59,7 +63,8 @@ def main(dirs):
                                                sum(n for _, n, _ in v) / len(v),
                                                sum(1 for _, _, h in v if h)))
         print("| %s | %s |" % (c, " | ".join(out)))
-    print("\nSamples full KV solves: %s" % ", ".join(sorted(solved)))
+    print("\n%s; samples full KV solves: %s" % ("all samples" if every else "only samples full KV solves",
+                                               ", ".join(sorted(solved))))
 
 
 if __name__ == "__main__":
