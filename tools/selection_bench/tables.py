@@ -1,31 +1,11 @@
 #!/usr/bin/env python3
-"""Markdown tables from sift-selection-bench's JSON lines (docs/results/selection/raw.jsonl):
-accuracy per task x config x length (mean %, samples), and adjacent-layer Jaccard."""
+"""The adjacent-layer Jaccard table from sift-selection-bench's JSON lines
+(docs/results/selection/raw.jsonl; `jaccard` rows). Accuracy tables are sift-bench's report."""
 import collections
 import json
 import sys
 
 rows = [json.loads(line) for line in open(sys.argv[1]) if line.strip()]
-acc = collections.defaultdict(list)
-lengths = collections.defaultdict(set)
-for r in rows:
-    if r["mode"] == "accuracy":
-        acc[(r["task"], r["config"], r["length"])].append(r["score"])
-        lengths[r["task"]].add(r["length"])
-order = ["full"] + [f"{m}@{r}" for r in ("0.1", "0.2", "0.3")
-                    for m in ("streamingllm", "h2o", "snapkv", "pyramidkv", "chunkkv",
-                              "chunkkv_reuse")]
-for task in sorted(lengths):
-    ls = sorted(lengths[task])
-    print(f"\n### {task}\n\n| config | " + " | ".join(str(x) for x in ls) + " |")
-    print("|---|" + "---|" * len(ls))
-    for c in order:
-        cells = []
-        for x in ls:
-            v = acc.get((task, c, x))
-            cells.append(f"{100 * sum(v) / len(v):.0f} ({len(v)})" if v else "")
-        if any(cells):
-            print(f"| {c} | " + " | ".join(cells) + " |")
 # Jaccard: pooled over every accuracy run (tasks) at the same method, length and ratio.
 jac = collections.defaultdict(lambda: [0.0, 0])
 for r in rows:
