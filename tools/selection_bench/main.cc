@@ -33,6 +33,7 @@
 #include "chunkkv_stage.h"
 #include "daemon/request_builder.h"
 #include "h2o_stage.h"
+#include "in_process_backend.h"
 #include "layerwise_stage.h"
 #include "prefill_full_stage.h"
 #include "pyramidkv_stage.h"
@@ -106,25 +107,6 @@ RequestState Build(const Model& model, const bench::Sample& sample) {
   s.prompt_length = static_cast<int64_t>(s.tokens.size());
   s.generation.max_tokens = sample.max_tokens;
   return s;
-}
-
-RequestState Clone(const RequestState& s) {
-  RequestState c;
-  c.tokens = s.tokens;
-  c.question_begin = s.question_begin;
-  c.prompt_length = s.prompt_length;
-  c.generation = s.generation;
-  c.next_position = s.next_position;
-  c.last_logits = s.last_logits;
-  c.layer_stats = s.layer_stats;
-  c.plan = s.plan;
-  c.stats = s.stats;
-  c.cache = std::make_unique<KvCache>(s.cache->shape());
-  for (int64_t l = 0; l < s.cache->num_layers(); ++l) {
-    c.cache->Set(l, s.cache->Keys(l).clone(), s.cache->Values(l).clone(),
-                 s.cache->Positions(l).clone());
-  }
-  return c;
 }
 
 void Check(const Status& st, const std::string& what) {
@@ -212,7 +194,7 @@ int JaccardMode(const Model& model, std::map<std::string, std::string> f) {
           Prefill(model, base);
           for (const std::string& ratio : ratios) {
             for (const std::string m : {"h2o", "snapkv", "chunkkv"}) {
-              RequestState s = Clone(base);
+              RequestState s = bench::CopyState(base);
               Compress(model, s, m, std::stod(ratio), 1);
               const double j = AdjacentJaccard(s);
               jac[m + "|" + len + "|" + ratio].push_back(j);
@@ -279,7 +261,7 @@ int Overhead(const Model& model, std::map<std::string, std::string> f) {
   std::map<int64_t, std::vector<double>> select_ms, reuse_ms;
   for (int r = 0; r < reps; ++r) {
     for (int64_t nr : reuse) {
-      RequestState s = Clone(base);
+      RequestState s = bench::CopyState(base);
       auto [sel, reu] = Compress(model, s, "chunkkv", 0.1, nr);
       select_ms[nr].push_back(sel);
       reuse_ms[nr].push_back(reu);

@@ -91,7 +91,7 @@ std::vector<int64_t> NeedlePositions(const sift::Model& model, const sift::bench
 }
 
 void TraceNeedle(const sift::Model& model, const sift::bench::Sample& sample,
-                 const std::vector<sift::TokenId>& tokens, int64_t length) {
+                 const std::vector<sift::TokenId>& tokens, int64_t length, std::ofstream& out) {
   const std::vector<int64_t> needle = NeedlePositions(model, sample, tokens);
   auto count = [&](const at::Tensor& positions) {
     int64_t c = 0;
@@ -122,6 +122,7 @@ void TraceNeedle(const sift::Model& model, const sift::bench::Sample& sample,
                  {"needle_attn_active", count(trace[l].attn_active)},
                  {"needle_ffn_active", count(trace[l].ffn_active)}};
     std::cout << line.dump() << std::endl;
+    if (out.is_open()) out << line.dump() << std::endl;
   }
 }
 
@@ -180,7 +181,7 @@ int main(int argc, char** argv) {
               sift::daemon::BuildRequestState(*model, req, {}, &state, &clamped, &details);
           if (!st.ok()) throw sift::Error("request: " + st.ToString());
           if (args["mode"] == "trace") {
-            TraceNeedle(*model, sample, state.tokens, to.length);
+            TraceNeedle(*model, sample, state.tokens, to.length, out);
             break;
           }
           QuietContext ctx;
