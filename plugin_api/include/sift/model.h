@@ -4,8 +4,9 @@
 // Numerics: matrices run in the compute dtype (bf16 by default on CPU; fp32 selectable). The
 // residual stream, RMSNorm, RoPE and softmax are fp32. RoPE is rotate_half on HF-layout weights.
 //
-// Conventions: a hidden state `x` is [n, hidden] fp32; `positions` is [n] int64 (RoPE position of
-// each row); q is [n, Hq, hd], k and v are [n, Hkv, hd] in the compute dtype.
+// Conventions: a hidden state `x` is [n, hidden] fp32; `positions` is [n] int64 on the host (RoPE
+// position of each row; see sift/kv_cache.h); q is [n, Hq, hd], k and v are [n, Hkv, hd] in the
+// compute dtype or fp32 (projections may return either; every consumer accepts both).
 //
 // OWNERSHIP: a Model is immutable after Load and shared (std::shared_ptr) by every request and
 //            plugin; it owns its weights and tokenizer.
@@ -37,6 +38,14 @@ struct ModelOptions {
   // weights (upcast per call). -1 = automatic: 16 on CPUs without hardware bf16, else never.
   // Matrix-vector products (decode) always stay in bf16, where fewer bytes read is the win.
   int64_t upcast_min_rows = -1;
+  // CPU only: run the layer's elementwise steps and attention with sift's CPU kernels (true) or
+  // with LibTorch operators only (false: the reference, and the operator sequence a GPU runs).
+  bool cpu_kernels = true;
+};
+
+// RoPE angles of a set of positions, computed once and shared by every layer of a forward.
+struct RopeTables {
+  at::Tensor cos, sin;  // [n, head_dim / 2] fp32 on the model's device
 };
 
 // Parses "bf16"/"bfloat16", "fp32"/"float32", "fp16"/"float16"; throws on anything else.
@@ -90,6 +99,8 @@ class Model {
     at::Tensor q, k, v;  // [n, Hq, hd], [n, Hkv, hd], [n, Hkv, hd]; no RoPE yet
   };
   Qkv ProjectQkv(int64_t layer, const at::Tensor& h) const;
+  RopeTables Rope(const at::Tensor& positions) const;
+  at::Tensor ApplyRope(const at::Tensor& x, const RopeTables& rope) const;       // [n, H, hd]
   at::Tensor ApplyRope(const at::Tensor& x, const at::Tensor& positions) const;  // [n, H, hd]
   // attn: [n, Hq, hd] -> [n, hidden] fp32 (to be added to the residual).
   at::Tensor OutputProjection(int64_t layer, const at::Tensor& attn) const;
@@ -103,6 +114,10 @@ class Model {
   at::Tensor Layer(int64_t layer, const at::Tensor& x, const at::Tensor& positions, KvCache* cache,
                    const AttentionOptions& attention, const AttentionStatsRequest& request = {},
                    AttentionStats* stats = nullptr) const;
+  // The same with the RoPE tables of `positions` already computed (RunLayers shares them).
+  at::Tensor Layer(int64_t layer, const at::Tensor& x, const at::Tensor& positions,
+                   const RopeTables& rope, KvCache* cache, const AttentionOptions& attention,
+                   const AttentionStatsRequest& request = {}, AttentionStats* stats = nullptr) const;
   // Layers [begin, end).
   at::Tensor RunLayers(int64_t begin, int64_t end, const at::Tensor& x, const at::Tensor& positions,
                        KvCache* cache, const ForwardOptions& options = {}) const;
@@ -122,9 +137,12 @@ class Model {
   std::vector<at::Tensor> w_qkv_;     // fused [Hq*hd + 2*Hkv*hd, hidden] per layer
   std::vector<at::Tensor> b_qkv_;     // fused bias, undefined without attention bias
   std::vector<at::Tensor> w_gate_up_; // fused [2*ff, hidden] per layer
-  at::Tensor inv_freq_;               // [hd/2] fp32
+  at::Tensor inv_freq_cpu_;           // [hd/2] fp32 on the host (RoPE angles are host math)
   int64_t upcast_min_rows_ = 0;       // see ModelOptions::upcast_min_rows (resolved)
   at::Tensor Linear(const at::Tensor& x, const at::Tensor& w, const at::Tensor& b = {}) const;
+  // RMSNorm to fp32 (the CPU kernel where it applies).
+  at::Tensor NormF32(const at::Tensor& x, const at::Tensor& weight) const;
+  bool UseCpuKernels(const at::Tensor& t) const;
 };
 
 }  // namespace sift

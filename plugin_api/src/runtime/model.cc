@@ -8,8 +8,10 @@
 #include <thread>
 #include <unistd.h>
 
+#include "cpu/elementwise.h"
 #include "sift/error.h"
 #include "sift/gguf.h"
+#include "sift/host.h"
 
 namespace sift {
 namespace {
@@ -119,7 +121,7 @@ std::shared_ptr<const Model> Model::Load(const std::string& path, const ModelOpt
     model->tokenizer_ = Tokenizer::FromGguf(*file);
   }
   const ModelConfig& c = model->weights_.config;
-  model->inv_freq_ = RopeInverseFrequencies(c).to(options.device);
+  model->inv_freq_cpu_ = RopeInverseFrequencies(c);
   if (options.upcast_min_rows < 0) {
     model->upcast_min_rows_ =
         options.dtype == at::kBFloat16 && !HasNativeBf16(options.device) ? 16 : 0;
@@ -160,12 +162,25 @@ at::Tensor Model::Embed(const at::Tensor& ids) const {
   return weights_.embed.index_select(0, ids.to(options_.device, at::kLong)).to(at::kFloat);
 }
 
+bool Model::UseCpuKernels(const at::Tensor& t) const {
+  return options_.cpu_kernels && t.is_cpu() && t.scalar_type() == at::kFloat && t.is_contiguous();
+}
+
+at::Tensor Model::NormF32(const at::Tensor& x, const at::Tensor& weight) const {
+  if (!UseCpuKernels(x)) return RmsNorm(x, weight, config().rms_norm_eps);
+  at::Tensor out = at::empty(x.sizes(), x.options());
+  cpu::RmsNorm(x.data_ptr<float>(), weight.data_ptr<float>(),  // host: CPU kernel
+               static_cast<float>(config().rms_norm_eps), x.size(0), x.size(1),
+               out.data_ptr<float>());  // host: CPU kernel
+  return out;
+}
+
 at::Tensor Model::AttnNorm(int64_t layer, const at::Tensor& x) const {
-  return RmsNorm(x, weights_.layers.at(layer).attn_norm, config().rms_norm_eps).to(options_.dtype);
+  return NormF32(x, weights_.layers.at(layer).attn_norm).to(options_.dtype);
 }
 
 at::Tensor Model::FfnNorm(int64_t layer, const at::Tensor& x) const {
-  return RmsNorm(x, weights_.layers.at(layer).ffn_norm, config().rms_norm_eps).to(options_.dtype);
+  return NormF32(x, weights_.layers.at(layer).ffn_norm).to(options_.dtype);
 }
 
 Model::Qkv Model::ProjectQkv(int64_t layer, const at::Tensor& h) const {
@@ -180,14 +195,34 @@ Model::Qkv Model::ProjectQkv(int64_t layer, const at::Tensor& h) const {
   return out;
 }
 
-at::Tensor Model::ApplyRope(const at::Tensor& x, const at::Tensor& positions) const {
+RopeTables Model::Rope(const at::Tensor& positions) const {
+  // Angles in fp32 as Hugging Face computes them, on the host from the host positions, then
+  // moved to the device (a copy to it, never a read back).
+  const at::Tensor pos = positions.is_cpu() ? positions : ToHost(positions);
+  at::Tensor angles = pos.to(at::kFloat).unsqueeze(1) * inv_freq_cpu_;
+  RopeTables t;
+  t.cos = angles.cos().to(options_.device);
+  t.sin = angles.sin().to(options_.device);
+  return t;
+}
+
+at::Tensor Model::ApplyRope(const at::Tensor& x, const RopeTables& rope) const {
+  if (UseCpuKernels(x) && x.dim() == 3) {
+    at::Tensor out = x.clone();
+    cpu::RopeInPlace(out.data_ptr<float>(), out.size(0), out.size(1) * out.size(2),  // host: CPU kernel
+                     out.size(1), out.size(2), rope.cos.data_ptr<float>(),            // host: CPU kernel
+                     rope.sin.data_ptr<float>());                                     // host: CPU kernel
+    return out;
+  }
   const int64_t half = config().head_dim / 2;
-  at::Tensor angles = positions.to(options_.device, at::kFloat).unsqueeze(1) * inv_freq_;
-  at::Tensor cos = angles.cos().unsqueeze(1);  // [n, 1, hd/2]
-  at::Tensor sin = angles.sin().unsqueeze(1);
+  const at::Tensor cos = rope.cos.unsqueeze(1), sin = rope.sin.unsqueeze(1);  // [n, 1, hd/2]
   at::Tensor xf = x.to(at::kFloat);
   at::Tensor x1 = xf.narrow(2, 0, half), x2 = xf.narrow(2, half, half);
   return at::cat({x1 * cos - x2 * sin, x2 * cos + x1 * sin}, 2).to(x.scalar_type());
+}
+
+at::Tensor Model::ApplyRope(const at::Tensor& x, const at::Tensor& positions) const {
+  return ApplyRope(x, Rope(positions));
 }
 
 at::Tensor Model::OutputProjection(int64_t layer, const at::Tensor& attn) const {
@@ -197,7 +232,13 @@ at::Tensor Model::OutputProjection(int64_t layer, const at::Tensor& attn) const 
 at::Tensor Model::Ffn(int64_t layer, const at::Tensor& h) const {
   at::Tensor gate_up = Linear(h, w_gate_up_.at(layer));
   const int64_t ff = config().intermediate_size;
-  at::Tensor act = at::silu(gate_up.narrow(1, 0, ff)).mul_(gate_up.narrow(1, ff, ff));
+  at::Tensor act;
+  if (UseCpuKernels(gate_up)) {
+    act = at::empty({gate_up.size(0), ff}, gate_up.options());
+    cpu::SiluMul(gate_up.data_ptr<float>(), gate_up.size(0), ff, act.data_ptr<float>());  // host: CPU kernel
+  } else {
+    act = at::silu(gate_up.narrow(1, 0, ff)).mul_(gate_up.narrow(1, ff, ff));
+  }
   return Linear(act, weights_.layers.at(layer).w_down).to(at::kFloat);
 }
 
@@ -206,7 +247,8 @@ at::Tensor Model::Logits(const at::Tensor& x) const {
   return Linear(h, weights_.lm_head).to(at::kFloat);
 }
 
-at::Tensor Model::Linear(const at::Tensor& x, const at::Tensor& w, const at::Tensor& b) const {
+at::Tensor Model::Linear(const at::Tensor& x_in, const at::Tensor& w, const at::Tensor& b) const {
+  const at::Tensor x = x_in.to(w.scalar_type());
   if (upcast_min_rows_ > 0 && x.size(0) >= upcast_min_rows_) {
     // Matrix-matrix product in fp32 from bf16 storage: converting the weight costs one pass over
     // it, far less than the emulated bf16 GEMM would.
@@ -219,23 +261,45 @@ at::Tensor Model::Linear(const at::Tensor& x, const at::Tensor& w, const at::Ten
 at::Tensor Model::Layer(int64_t layer, const at::Tensor& x, const at::Tensor& positions,
                         KvCache* cache, const AttentionOptions& attention,
                         const AttentionStatsRequest& request, AttentionStats* stats) const {
-  Qkv qkv = ProjectQkv(layer, AttnNorm(layer, x));
-  at::Tensor pos = positions.to(options_.device, at::kLong);
-  at::Tensor q = ApplyRope(qkv.q, pos);
-  at::Tensor k = ApplyRope(qkv.k, pos);
+  return Layer(layer, x, positions, Rope(positions), cache, attention, request, stats);
+}
+
+at::Tensor Model::Layer(int64_t layer, const at::Tensor& x, const at::Tensor& positions,
+                        const RopeTables& rope, KvCache* cache, const AttentionOptions& attention,
+                        const AttentionStatsRequest& request, AttentionStats* stats) const {
+  const ModelConfig& c = config();
+  const int64_t n = x.size(0), hd = c.head_dim, nq = c.num_heads * hd, nkv = c.num_kv_heads * hd;
+  // q, k and v in fp32, RoPE applied to q and k in place.
+  at::Tensor qkv = Linear(NormF32(x, weights_.layers.at(layer).attn_norm), w_qkv_.at(layer),
+                          b_qkv_.at(layer))
+                       .to(at::kFloat)
+                       .contiguous();
+  if (UseCpuKernels(qkv)) {
+    cpu::RopeInPlace(qkv.data_ptr<float>(), n, qkv.size(1), c.num_heads + c.num_kv_heads, hd,  // host: CPU kernel
+                     rope.cos.data_ptr<float>(), rope.sin.data_ptr<float>());  // host: CPU kernel
+  } else {
+    qkv.narrow(1, 0, nq + nkv)
+        .copy_(ApplyRope(qkv.narrow(1, 0, nq + nkv).view({n, c.num_heads + c.num_kv_heads, hd}),
+                         rope)
+                   .view({n, nq + nkv}));
+  }
+  const at::Tensor q = qkv.narrow(1, 0, nq).view({n, c.num_heads, hd});
+  const at::Tensor k = qkv.narrow(1, nq, nkv).view({n, c.num_kv_heads, hd});
+  const at::Tensor v = qkv.narrow(1, nq + nkv, nkv).view({n, c.num_kv_heads, hd});
   AttentionOptions attn_options = attention;
-  attn_options.upcast_fp32 = upcast_min_rows_ > 0 && x.size(0) >= upcast_min_rows_;
+  attn_options.upcast_fp32 = upcast_min_rows_ > 0 && n >= upcast_min_rows_;
+  if (!options_.cpu_kernels) attn_options.kernel = AttentionKernel::kTorch;
   at::Tensor attn;
   if (cache != nullptr) {
-    cache->Append(layer, k, qkv.v, pos);
-    attn = Attention(q, cache->Keys(layer), cache->Values(layer), pos, cache->Positions(layer),
-                     attn_options, request, stats);
+    cache->Append(layer, k, v, positions);
+    attn = Attention(q, cache->Keys(layer), cache->Values(layer), positions,
+                     cache->Positions(layer), attn_options, request, stats);
   } else {
-    attn = Attention(q, k.transpose(0, 1), qkv.v.transpose(0, 1), pos, pos, attn_options,
-                     request, stats);
+    attn = Attention(q, k.to(options_.dtype).transpose(0, 1), v.to(options_.dtype).transpose(0, 1),
+                     positions, positions, attn_options, request, stats);
   }
   at::Tensor h = x + OutputProjection(layer, attn);
-  return h.add_(Ffn(layer, FfnNorm(layer, h)));
+  return h.add_(Ffn(layer, NormF32(h, weights_.layers.at(layer).ffn_norm)));
 }
 
 at::Tensor Model::RunLayers(int64_t begin, int64_t end, const at::Tensor& x,
@@ -244,11 +308,12 @@ at::Tensor Model::RunLayers(int64_t begin, int64_t end, const at::Tensor& x,
   SIFT_CHECK(0 <= begin && begin <= end && end <= config().num_layers, "RunLayers: bad range [",
              begin, ", ", end, ")");
   at::Tensor h = x;
+  const RopeTables rope = Rope(positions);
   for (int64_t l = begin; l < end; ++l) {
     AttentionStatsRequest request;
     if (options.hooks.stats_request) request = options.hooks.stats_request(l);
     AttentionStats stats;
-    h = Layer(l, h, positions, cache, options.attention, request,
+    h = Layer(l, h, positions, rope, cache, options.attention, request,
               request.any() ? &stats : nullptr);
     if (request.any() && options.hooks.on_stats) options.hooks.on_stats(l, std::move(stats));
   }
@@ -261,7 +326,7 @@ at::Tensor Model::Forward(const std::vector<TokenId>& ids, int64_t start_positio
   const int64_t n = static_cast<int64_t>(ids.size());
   const int64_t chunk = options.chunk_size > 0 ? options.chunk_size : n;
   for (int64_t l = 0; l < config().num_layers; ++l) cache.Reserve(l, n);
-  at::Tensor all_ids = at::tensor(std::vector<int64_t>(ids.begin(), ids.end()), at::kLong);
+  at::Tensor all_ids = at::tensor(std::vector<int64_t>(ids.begin(), ids.end()), at::kLong);  // host: token ids
   at::Tensor last;
   for (int64_t c0 = 0; c0 < n; c0 += chunk) {
     const int64_t c1 = std::min(n, c0 + chunk);
