@@ -1,0 +1,61 @@
+// AVX-512 (F, BW, VL) fp32-activation kernels: simd_kernels.h with 16 float lanes.
+// Compiled with -mavx512f -mavx512bw -mavx512vl -mavx2 -mfma -mf16c (plugin_api/CMakeLists.txt);
+// called only when the CPU has them.
+// GCC 12's AVX-512 intrinsic headers trip its own -Wmaybe-uninitialized (GCC bug 105593, fixed
+// in 12.3): silenced for this file only.
+#pragma GCC diagnostic ignored "-Wuninitialized"
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+#include <immintrin.h>
+
+#include "kernels.h"
+
+namespace sift::quant {
+namespace {
+
+struct Avx512 {
+  static constexpr int W = 16;
+  using F = __m512;
+  using I = __m512i;
+  static F Zero() { return _mm512_setzero_ps(); }
+  static F Load(const float* p) { return _mm512_loadu_ps(p); }
+  static void Store(float* p, F v) { _mm512_storeu_ps(p, v); }
+  static F Set1(float v) { return _mm512_set1_ps(v); }
+  static F Mul(F a, F b) { return _mm512_mul_ps(a, b); }
+  static F Add(F a, F b) { return _mm512_add_ps(a, b); }
+  static F Sub(F a, F b) { return _mm512_sub_ps(a, b); }
+  static F Fma(F a, F b, F c) { return _mm512_fmadd_ps(a, b, c); }
+  static float Sum(F v) { return _mm512_reduce_add_ps(v); }
+  static F F16(const uint8_t* p) {
+    return _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(p)));
+  }
+  static F BF16(const uint8_t* p) {
+    const __m256i h = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p));
+    return _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(h), 16));
+  }
+  static I U8(const uint8_t* p) {
+    return _mm512_cvtepu8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p)));
+  }
+  static I I8(const uint8_t* p) {
+    return _mm512_cvtepi8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p)));
+  }
+  static I AndC(I v, int c) { return _mm512_and_si512(v, _mm512_set1_epi32(c)); }
+  static I SubC(I v, int c) { return _mm512_sub_epi32(v, _mm512_set1_epi32(c)); }
+  static I SrlC(I v, int c) { return _mm512_srli_epi32(v, static_cast<unsigned>(c)); }
+  static I SllC(I v, int c) { return _mm512_slli_epi32(v, static_cast<unsigned>(c)); }
+  static I Or(I a, I b) { return _mm512_or_si512(a, b); }
+  static F ToF(I v) { return _mm512_cvtepi32_ps(v); }
+  static I HighBits(uint32_t bits) {
+    return _mm512_maskz_set1_epi32(static_cast<__mmask16>(bits), 16);
+  }
+};
+
+}  // namespace
+}  // namespace sift::quant
+
+#include "simd_kernels.h"
+
+namespace sift::quant {
+
+Kernels Avx512Kernels(GgmlType type) { return SimdKernels<Avx512>(type); }
+
+}  // namespace sift::quant
