@@ -1,11 +1,12 @@
 // sift-quant-bench: y = x W^T at a GGUF model's real matrix shapes, for n = 1..8 activation rows,
 // with sift's QuantizedMatrix kernels (every CPU level this machine has, fp32 and int8
 // activations) against the library alternatives on the same weights: at::linear with bf16 and
-// fp32 weights (what the engine does today), fbgemm's dynamic int8 linear
-// (quantized::linear_dynamic, per-channel int8 weights requantised from the dequantised ones) and
-// fbgemm's fp16-weight linear. Reports ms per call and GB/s of weight bytes read, the n at which
-// a GEMM overtakes the kernel, the weights-only decode time per token, and GB/s per ggml type on
-// a synthetic matrix. Writes Markdown (--out) and prints it.
+// fp32 weights (what the engine does today) and LibTorch's dynamic int8 linear
+// (quantized::linear_dynamic with per-channel int8 weights requantised from the dequantised ones,
+// on fbgemm where the LibTorch build has it, else oneDNN: Debian's has no fbgemm). Reports ms per
+// call and GB/s of weight bytes read, the n at which a GEMM overtakes the kernel, the weights-only
+// decode time per token, and GB/s per ggml type on a synthetic matrix. Writes Markdown (--out) and
+// prints it.
 //
 // Weights are read cold, as in decode (the whole model does not fit in the last-level cache):
 // each measured matrix is copied until the copies exceed --cold-mib and calls rotate over them.
@@ -150,10 +151,12 @@ void AddLibraryMethods(const at::Tensor& w, const Config& cfg, std::vector<Metho
     };
     methods->push_back(std::move(m));
   }
-  if (at::globalContext().supportedQEngines().empty()) return;
-  at::globalContext().setQEngine(at::globalContext().supportedQEngines().back());
-  {
-    // fbgemm dynamic quantised linear: per-channel symmetric int8 weights.
+  // LibTorch's dynamic int8 linear (per-channel symmetric int8 weights requantised from the
+  // dequantised ones) on the best quantised engine this build has (fbgemm, else oneDNN).
+  const auto& engines = at::globalContext().supportedQEngines();
+  for (at::QEngine engine : {at::QEngine::FBGEMM, at::QEngine::ONEDNN}) {
+    if (std::find(engines.begin(), engines.end(), engine) == engines.end()) continue;
+    at::globalContext().setQEngine(engine);
     static const c10::OperatorHandle prepack =
         c10::Dispatcher::singleton().findSchemaOrThrow("quantized::linear_prepack", "");
     static const c10::OperatorHandle linear =
@@ -161,7 +164,10 @@ void AddLibraryMethods(const at::Tensor& w, const Config& cfg, std::vector<Metho
     const at::Tensor scales = (std::get<0>(w.abs().max(1)) / 127).clamp_min(1e-12).to(at::kDouble);
     const at::Tensor zeros = at::zeros({rows}, at::kLong);
     auto packed = std::make_shared<std::vector<c10::IValue>>();
-    Method m{"fbgemm int8 dynamic", rows * cols, CopiesFor(rows * cols, cfg.cold_bytes), {}};
+    Method m{std::string("linear_dynamic int8 (") + c10::toString(engine) + ")",
+             rows * cols,
+             CopiesFor(rows * cols, cfg.cold_bytes),
+             {}};
     for (int i = 0; i < m.copies; ++i) {
       std::vector<c10::IValue> stack{at::quantize_per_channel(w, scales, zeros, 0, at::kQInt8),
                                      c10::optional<at::Tensor>()};
@@ -173,17 +179,7 @@ void AddLibraryMethods(const at::Tensor& w, const Config& cfg, std::vector<Metho
       linear.callBoxed(&stack);
     };
     methods->push_back(std::move(m));
-  }
-  {
-    auto packed = std::make_shared<std::vector<at::Tensor>>();
-    const at::Tensor bias = at::zeros({rows});
-    Method m{
-        "fbgemm fp16 weights", rows * cols * 2, CopiesFor(rows * cols * 2, cfg.cold_bytes), {}};
-    for (int i = 0; i < m.copies; ++i) packed->push_back(at::fbgemm_pack_gemm_matrix_fp16(w));
-    m.run = [packed, bias](const at::Tensor& x, int i) {
-      at::fbgemm_linear_fp16_weight_fp32_activation(x, (*packed)[static_cast<size_t>(i)], bias);
-    };
-    methods->push_back(std::move(m));
+    break;
   }
 }
 
@@ -420,7 +416,7 @@ int main(int argc, char** argv) {
   int64_t cold_mib = 0;
   po::options_description opts(
       "sift-quant-bench: times y = x W^T on a GGUF model's matrices with sift's quantised "
-      "kernels and the LibTorch/fbgemm alternatives.\n\nOptions");
+      "kernels and the LibTorch alternatives (at::linear, quantized::linear_dynamic).\n\nOptions");
   const char* env_model = std::getenv("SIFT_MODEL");
   opts.add_options()("help,h", "show this help")(
       "model", po::value(&cfg.model)->default_value(env_model ? env_model : ""),

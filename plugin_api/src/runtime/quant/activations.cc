@@ -7,9 +7,11 @@
 
 namespace sift::quant {
 
-void QuantizeActivations(const float* x, int64_t n, int64_t ldx, int64_t cols, int8_t* q, float* d,
-                         float* sum) {
+void QuantizeActivations(const float* x, int64_t n, int64_t ldx, int64_t cols, int64_t lds,
+                         int8_t* q, float* d, float* sum) {
   const int64_t groups = cols / 32;
+  std::fill(d + groups * lds, d + groups * lds + 8, 0.0f);  // the spare floats kernels may read
+  std::fill(sum + 2 * groups * lds, sum + 2 * groups * lds + 8, 0.0f);
   for (int64_t j = 0; j < n; ++j) {
     for (int64_t g = 0; g < groups; ++g) {
       const float* xg = x + j * ldx + 32 * g;
@@ -24,10 +26,9 @@ void QuantizeActivations(const float* x, int64_t n, int64_t ldx, int64_t cols, i
         qg[k] = static_cast<int8_t>(v);
         half_sum[k / 16] += qg[k];
       }
-      const int64_t i = j * groups + g;
-      d[i] = dg;
-      sum[2 * i] = dg * static_cast<float>(half_sum[0]);
-      sum[2 * i + 1] = dg * static_cast<float>(half_sum[1]);
+      d[g * lds + j] = dg;
+      sum[2 * g * lds + j] = dg * static_cast<float>(half_sum[0]);
+      sum[(2 * g + 1) * lds + j] = dg * static_cast<float>(half_sum[1]);
     }
   }
 }

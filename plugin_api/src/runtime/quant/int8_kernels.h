@@ -8,8 +8,9 @@
 // where scale/coef come from the block (e.g. Q4_1: d and m; Q4_0: d and -8 d) and
 // sum(x) = dx * sum(xq). Q6_K's two 16-element halves have their own scale and coef.
 //
-// S provides (on 256-bit vectors): __m256i DotU8(__m256i w_u8, __m256i x_s8) and
-// DotS8(__m256i w_s8, __m256i x_s8) -> 8 int32 sums of 4 products each; __m256i Bits(uint32_t)
+// S provides kMaxRows (activation rows per pass) and, on 256-bit vectors: __m256i DotU8(__m256i
+// w_u8, __m256i x_s8) and DotS8(__m256i w_s8, __m256i x_s8) -> 8 int32 sums of 4 products each;
+// __m256i Bits(uint32_t)
 // -> byte k = 0x10 if bit k is set. Everything else is AVX2 + FMA, which every S has.
 //
 // Anonymous namespace on purpose, as in simd_kernels.h.
@@ -30,74 +31,82 @@ namespace i8 {
 
 #define SIFT_UNROLL _Pragma("GCC unroll 16")
 
-inline __m256i Load32(const void* p) {
+SIFT_INLINE __m256i Load32(const void* p) {
   return _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p));
 }
 
-inline __m256i Low4(__m256i v) { return _mm256_and_si256(v, _mm256_set1_epi8(0x0F)); }
-inline __m256i Shr4(__m256i v) { return Low4(_mm256_srli_epi16(v, 4)); }
+SIFT_INLINE __m256i Low4(__m256i v) { return _mm256_and_si256(v, _mm256_set1_epi8(0x0F)); }
+SIFT_INLINE __m256i Shr4(__m256i v) { return Low4(_mm256_srli_epi16(v, 4)); }
 // Bytes 0..15: low nibbles of the 16 bytes at p; bytes 16..31: their high nibbles.
-inline __m256i Nibbles16(const uint8_t* p) {
+SIFT_INLINE __m256i Nibbles16(const uint8_t* p) {
   const __m128i v = _mm_loadu_si128(reinterpret_cast<const __m128i*>(p));
   return Low4(_mm256_set_m128i(_mm_srli_epi16(v, 4), v));
 }
 // Byte-wise ((v >> shift) & mask) << 4 for shift < 8 and mask <= 3.
-inline __m256i HighBits(__m256i v, int shift, int mask) {
+SIFT_INLINE __m256i HighBits(__m256i v, int shift, int mask) {
   return _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(v, shift), _mm256_set1_epi8(mask)),
                            4);
 }
 
-inline float HSum(__m256 v) {
+SIFT_INLINE float HSum(__m256 v) {
   __m128 s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
   s = _mm_add_ps(s, _mm_movehl_ps(s, s));
   s = _mm_add_ss(s, _mm_movehdup_ps(s));
   return _mm_cvtss_f32(s);
 }
 
-// Accumulators for N activation rows against one weight row. g0 is the activation group of the
-// block being decoded (set by the driver).
+// Accumulators for N <= 8 activation rows against one weight row. g0 is the activation group of
+// the block being decoded (set by the driver). Per-group scales and sums are loaded for all N rows
+// at once (lane j: row j) and the offset terms accumulate in one vector.
 template <class S, int N>
 struct Acc {
+  static_assert(N >= 1 && N <= 8, "one 8-lane vector of per-row values");
   __m256 acc[N];
-  float corr[N];
+  __m256 corr = _mm256_setzero_ps();  // lane j: row j's offset terms
   const Int8Activations* a;
   int64_t g0 = 0;
 
   explicit Acc(const Int8Activations* act) : a(act) {
-    SIFT_UNROLL for (int j = 0; j < N; ++j) {
-      acc[j] = _mm256_setzero_ps();
-      corr[j] = 0;
-    }
+    SIFT_UNROLL for (int j = 0; j < N; ++j) acc[j] = _mm256_setzero_ps();
   }
-  const int8_t* Xq(int j, int g) const { return a->q + j * a->ldq + 32 * (g0 + g); }
-  float Dx(int j, int g) const { return a->d[j * a->ldd + g0 + g]; }
-  // Sum of x over 16-element half h (0, 1) of group g.
-  float Sum16(int j, int g, int h) const { return a->sum[2 * (j * a->ldd + g0 + g) + h]; }
+  SIFT_INLINE const int8_t* Xq(int j, int g) const { return a->q + j * a->ldq + 32 * (g0 + g); }
+  SIFT_INLINE __m256 Dx(int g) const { return _mm256_loadu_ps(a->d + (g0 + g) * a->lds); }
+  // Sums of x over 16-element half h (0, 1) of group g.
+  SIFT_INLINE __m256 Sum16(int g, int h) const {
+    return _mm256_loadu_ps(a->sum + (2 * (g0 + g) + h) * a->lds);
+  }
+  SIFT_INLINE static __m256 Lane(__m256 v, int j) {
+    return _mm256_permutevar8x32_ps(v, _mm256_set1_epi32(j));
+  }
 
   // Unsigned weights: scale * dx * dot + coef * sum(x).
-  void Group(int g, __m256i w, float scale, float coef) {
+  SIFT_INLINE void Group(int g, __m256i w, float scale, float coef) {
+    const __m256 s = _mm256_mul_ps(Dx(g), _mm256_set1_ps(scale));
+    corr = _mm256_fmadd_ps(_mm256_set1_ps(coef), _mm256_add_ps(Sum16(g, 0), Sum16(g, 1)), corr);
     SIFT_UNROLL for (int j = 0; j < N; ++j) {
       const __m256i p = S::DotU8(w, Load32(Xq(j, g)));
-      acc[j] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(p), _mm256_set1_ps(scale * Dx(j, g)), acc[j]);
-      corr[j] += coef * (Sum16(j, g, 0) + Sum16(j, g, 1));
+      acc[j] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(p), Lane(s, j), acc[j]);
     }
   }
   // Signed weights, no offset.
-  void GroupSigned(int g, __m256i w, float scale) {
+  SIFT_INLINE void GroupSigned(int g, __m256i w, float scale) {
+    const __m256 s = _mm256_mul_ps(Dx(g), _mm256_set1_ps(scale));
     SIFT_UNROLL for (int j = 0; j < N; ++j) {
       const __m256i p = S::DotS8(w, Load32(Xq(j, g)));
-      acc[j] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(p), _mm256_set1_ps(scale * Dx(j, g)), acc[j]);
+      acc[j] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(p), Lane(s, j), acc[j]);
     }
   }
   // Unsigned weights whose 16-element halves have their own scale and coef (Q6_K). The dot's
   // lanes 0-3 cover elements 0..15, lanes 4-7 elements 16..31.
-  void GroupHalves(int g, __m256i w, float scale0, float scale1, float coef0, float coef1) {
+  SIFT_INLINE void GroupHalves(int g, __m256i w, float scale0, float scale1, float coef0,
+                               float coef1) {
+    const __m256 halves = _mm256_set_m128(_mm_set1_ps(scale1), _mm_set1_ps(scale0));
+    const __m256 dx = Dx(g);
+    corr = _mm256_fmadd_ps(_mm256_set1_ps(coef0), Sum16(g, 0), corr);
+    corr = _mm256_fmadd_ps(_mm256_set1_ps(coef1), Sum16(g, 1), corr);
     SIFT_UNROLL for (int j = 0; j < N; ++j) {
       const __m256i p = S::DotU8(w, Load32(Xq(j, g)));
-      const float dx = Dx(j, g);
-      const __m256 s = _mm256_set_m128(_mm_set1_ps(scale1 * dx), _mm_set1_ps(scale0 * dx));
-      acc[j] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(p), s, acc[j]);
-      corr[j] += coef0 * Sum16(j, g, 0) + coef1 * Sum16(j, g, 1);
+      acc[j] = _mm256_fmadd_ps(_mm256_mul_ps(_mm256_cvtepi32_ps(p), halves), Lane(dx, j), acc[j]);
     }
   }
 };
@@ -105,7 +114,7 @@ struct Acc {
 struct Q4_0 {
   static constexpr int kBlock = 32, kBytes = 18;
   template <class A>
-  static void Block(const uint8_t* b, A& acc) {
+  SIFT_INLINE static void Block(const uint8_t* b, A& acc) {
     const float d = Half(b);
     acc.Group(0, Nibbles16(b + 2), d, -8 * d);
   }
@@ -114,7 +123,7 @@ struct Q4_0 {
 struct Q4_1 {
   static constexpr int kBlock = 32, kBytes = 20;
   template <class A>
-  static void Block(const uint8_t* b, A& acc) {
+  SIFT_INLINE static void Block(const uint8_t* b, A& acc) {
     acc.Group(0, Nibbles16(b + 4), Half(b), Half(b + 2));
   }
 };
@@ -123,7 +132,7 @@ template <class S, bool kHasMin>
 struct Q5 {
   static constexpr int kBlock = 32, kBytes = kHasMin ? 24 : 22;
   template <class A>
-  static void Block(const uint8_t* b, A& acc) {
+  SIFT_INLINE static void Block(const uint8_t* b, A& acc) {
     const float d = Half(b);
     const uint8_t* p = b + (kHasMin ? 4 : 2);
     const __m256i w = _mm256_or_si256(Nibbles16(p + 4), S::Bits(U32(p)));
@@ -134,7 +143,7 @@ struct Q5 {
 struct Q8_0 {
   static constexpr int kBlock = 32, kBytes = 34;
   template <class A>
-  static void Block(const uint8_t* b, A& acc) {
+  SIFT_INLINE static void Block(const uint8_t* b, A& acc) {
     acc.GroupSigned(0, Load32(b + 2), Half(b));
   }
 };
@@ -143,7 +152,7 @@ template <bool kHigh>
 struct QK45 {
   static constexpr int kBlock = 256, kBytes = kHigh ? 176 : 144;
   template <class A>
-  static void Block(const uint8_t* b, A& acc) {
+  SIFT_INLINE static void Block(const uint8_t* b, A& acc) {
     const float d = Half(b), dmin = Half(b + 2);
     const uint8_t* scales = b + 4;
     const uint8_t* q = b + (kHigh ? 48 : 16);
@@ -167,7 +176,7 @@ struct QK45 {
 struct Q6_K {
   static constexpr int kBlock = 256, kBytes = 210;
   template <class A>
-  static void Block(const uint8_t* b, A& acc) {
+  SIFT_INLINE static void Block(const uint8_t* b, A& acc) {
     const float d = Half(b + 208);
     SIFT_UNROLL for (int h = 0; h < 2; ++h) {
       const __m256i ql0 = Load32(b + 64 * h), ql1 = Load32(b + 64 * h + 32);
@@ -189,8 +198,8 @@ struct Q6_K {
 // Rows one at a time; activation rows in groups of up to four; blocks in pairs, each with its own
 // accumulators (two FMA chains per activation row).
 template <class S, class T, int N>
-inline void DotRow(const uint8_t* row, int64_t cols, const Int8Activations& a, float* y,
-                   int64_t ldy) {
+SIFT_INLINE void DotRow(const uint8_t* row, int64_t cols, const Int8Activations& a, float* y,
+                        int64_t ldy) {
   Acc<S, N> even(&a), odd(&a);
   const int64_t nb = cols / T::kBlock;
   constexpr int kGroups = T::kBlock / 32;
@@ -205,8 +214,10 @@ inline void DotRow(const uint8_t* row, int64_t cols, const Int8Activations& a, f
     even.g0 = b * kGroups;
     T::Block(row + b * T::kBytes, even);
   }
+  float corr[8];
+  _mm256_storeu_ps(corr, _mm256_add_ps(even.corr, odd.corr));
   SIFT_UNROLL for (int j = 0; j < N; ++j) {
-    y[j * ldy] = HSum(_mm256_add_ps(even.acc[j], odd.acc[j])) + even.corr[j] + odd.corr[j];
+    y[j * ldy] = HSum(_mm256_add_ps(even.acc[j], odd.acc[j])) + corr[j];
   }
 }
 
@@ -215,23 +226,9 @@ void DotInt8(const uint8_t* rows, int64_t row_bytes, int64_t nrows, int64_t cols
              const Int8Activations& a, int64_t n, float* y, int64_t ldy) {
   for (int64_t r = 0; r < nrows; ++r) {
     const uint8_t* row = rows + r * row_bytes;
-    int64_t j = 0;
-    for (; j + 4 <= n; j += 4) {
-      DotRow<S, T, 4>(row, cols, a.Rows(j), y + j * ldy + r, ldy);
-    }
-    switch (n - j) {
-      case 3:
-        DotRow<S, T, 3>(row, cols, a.Rows(j), y + j * ldy + r, ldy);
-        break;
-      case 2:
-        DotRow<S, T, 2>(row, cols, a.Rows(j), y + j * ldy + r, ldy);
-        break;
-      case 1:
-        DotRow<S, T, 1>(row, cols, a.Rows(j), y + j * ldy + r, ldy);
-        break;
-      default:
-        break;
-    }
+    ForRowGroups<S::kMaxRows>(n, [&](auto count, int64_t j) {
+      DotRow<S, T, decltype(count)::value>(row, cols, a.Rows(j), y + j * ldy + r, ldy);
+    });
   }
 }
 

@@ -13,19 +13,23 @@
 
 namespace sift::quant {
 
-// Activations quantised to int8 per 32-element group (the int8-activation mode), n rows:
-//   q[j * ldq + k]                 element k of row j, round(x / d) in [-127, 127]
-//   d[j * ldd + g]                 scale of group g (elements 32g..32g+31) = max |x| / 127
-//   sum[2 * (j * ldd + g) + h]     d * (sum of q over half h, elements 32g+16h..32g+16h+15)
+// Activations quantised to int8 per 32-element group (the int8-activation mode), n rows. The
+// per-group values are stored group-major (a group's rows together, lds apart), so that a kernel
+// loads them for up to 8 rows at once:
+//   q[j * ldq + k]               element k of row j: round(x / d), in [-127, 127]
+//   d[g * lds + j]               scale of group g (elements 32g..32g+31) of row j: max|x| / 127
+//   sum[(2 * g + h) * lds + j]   d * (sum of q over half h of the group: 16 elements)
+// lds >= n; kernels read 8 floats from any row's position, so both float arrays have 8 to spare
+// at the end.
 struct Int8Activations {
   const int8_t* q = nullptr;
   const float* d = nullptr;
   const float* sum = nullptr;
-  int64_t ldq = 0, ldd = 0;
+  int64_t ldq = 0, lds = 0;
 
   // The same rows from row j on.
   Int8Activations Rows(int64_t j) const {
-    return Int8Activations{q + j * ldq, d + j * ldd, sum + 2 * j * ldd, ldq, ldd};
+    return Int8Activations{q + j * ldq, d + j, sum + j, ldq, lds};
   }
 };
 
@@ -54,10 +58,11 @@ DotInt8Fn Avx512VnniInt8Kernel(GgmlType type);
 // True if the CPU has AVX-512 VNNI (cpu_isa.cc).
 bool CpuHasAvx512Vnni();
 
-// Quantises n rows of cols floats (row stride ldx; cols % 32 == 0) into a's arrays (a.q: n * cols
-// bytes, a.d: n * cols / 32 floats, a.sum: n * cols / 16 floats; ldq = cols, ldd = cols / 32).
-void QuantizeActivations(const float* x, int64_t n, int64_t ldx, int64_t cols, int8_t* q, float* d,
-                         float* sum);
+// Quantises n rows of cols floats (row stride ldx; cols % 32 == 0) into the arrays of an
+// Int8Activations with ldq = cols and the given lds >= n: q holds n * cols bytes, d
+// cols / 32 * lds + 8 floats and sum cols / 16 * lds + 8 floats.
+void QuantizeActivations(const float* x, int64_t n, int64_t ldx, int64_t cols, int64_t lds,
+                         int8_t* q, float* d, float* sum);
 
 }  // namespace sift::quant
 

@@ -8,19 +8,21 @@
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
 #include <immintrin.h>
 
+#include "block_common.h"
 #include "kernels.h"
 
 namespace sift::quant {
 namespace {
 
 struct Avx512VnniInt8 {
-  static __m256i DotU8(__m256i w, __m256i x) {
+  static constexpr int kMaxRows = 8;  // 16 accumulators of 32 (EVEX) registers
+  SIFT_INLINE static __m256i DotU8(__m256i w, __m256i x) {
     return _mm256_dpbusd_epi32(_mm256_setzero_si256(), w, x);
   }
-  static __m256i DotS8(__m256i w, __m256i x) {
+  SIFT_INLINE static __m256i DotS8(__m256i w, __m256i x) {
     return DotU8(_mm256_abs_epi8(w), _mm256_sign_epi8(x, w));
   }
-  static __m256i Bits(uint32_t bits) { return _mm256_maskz_set1_epi8(bits, 0x10); }
+  SIFT_INLINE static __m256i Bits(uint32_t bits) { return _mm256_maskz_set1_epi8(bits, 0x10); }
 };
 
 }  // namespace

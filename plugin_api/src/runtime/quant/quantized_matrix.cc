@@ -219,10 +219,10 @@ void QuantizedMatrix::MatMul(const float* x, int64_t n, int64_t ldx, float* y, i
     thread_local std::vector<int8_t> q;
     thread_local std::vector<float> d, sum;
     q.resize(static_cast<size_t>(n * cols_));
-    d.resize(static_cast<size_t>(n * cols_ / 32));
-    sum.resize(static_cast<size_t>(n * cols_ / 16));
-    quant::QuantizeActivations(x, n, ldx, cols_, q.data(), d.data(), sum.data());
-    act = quant::Int8Activations{q.data(), d.data(), sum.data(), cols_, cols_ / 32};
+    d.resize(static_cast<size_t>(cols_ / 32 * n + 8));
+    sum.resize(static_cast<size_t>(cols_ / 16 * n + 8));
+    quant::QuantizeActivations(x, n, ldx, cols_, n, q.data(), d.data(), sum.data());
+    act = quant::Int8Activations{q.data(), d.data(), sum.data(), cols_, n};
   }
   const uint8_t* base = bytes_.data_ptr<uint8_t>();
   at::parallel_for(0, rows_, Grain(nbytes(), rows_), [&](int64_t begin, int64_t end) {

@@ -1,7 +1,8 @@
 // The fp32-activation kernels, written once over a SIMD traits type S and instantiated by each
 // ISA file (kernels_avx2.cc, kernels_avx512.cc) with its own S and -m flags.
 //
-// S provides W float lanes (F) and W int32 lanes (I):
+// S provides W float lanes (F) and W int32 lanes (I), and kMaxRows, the most activation rows one
+// pass keeps accumulators for (two vectors each):
 //   F Zero(), Load(const float*), Set1(float), Mul/Add/Sub(F, F), Fma(a, b, c) = a * b + c,
 //   float Sum(F), void Store(float*, F), F F16(const uint8_t*), F BF16(const uint8_t*),
 //   I U8(const uint8_t*) / I8(const uint8_t*) (W bytes, zero- / sign-extended), AndC/SrlC/SllC/
@@ -34,7 +35,7 @@ namespace {
 struct Q4_0 {
   static constexpr int kBlock = 32, kBytes = 18;
   template <class S, class Sink>
-  static void Block(const uint8_t* b, Sink&& sink) {
+  SIFT_INLINE static void Block(const uint8_t* b, Sink&& sink) {
     const auto d = S::Set1(Half(b));
     SIFT_UNROLL for (int i = 0; i < 16; i += S::W) {
       const auto q = S::U8(b + 2 + i);
@@ -47,7 +48,7 @@ struct Q4_0 {
 struct Q4_1 {
   static constexpr int kBlock = 32, kBytes = 20;
   template <class S, class Sink>
-  static void Block(const uint8_t* b, Sink&& sink) {
+  SIFT_INLINE static void Block(const uint8_t* b, Sink&& sink) {
     const auto d = S::Set1(Half(b)), m = S::Set1(Half(b + 2));
     SIFT_UNROLL for (int i = 0; i < 16; i += S::W) {
       const auto q = S::U8(b + 4 + i);
@@ -62,7 +63,7 @@ template <bool kHasMin>
 struct Q5 {
   static constexpr int kBlock = 32, kBytes = kHasMin ? 24 : 22;
   template <class S, class Sink>
-  static void Block(const uint8_t* b, Sink&& sink) {
+  SIFT_INLINE static void Block(const uint8_t* b, Sink&& sink) {
     const auto d = S::Set1(Half(b));
     const auto m = S::Set1(kHasMin ? Half(b + 2) : 0.0f);
     const uint8_t* p = b + (kHasMin ? 4 : 2);
@@ -85,7 +86,7 @@ struct Q5 {
 struct Q8_0 {
   static constexpr int kBlock = 32, kBytes = 34;
   template <class S, class Sink>
-  static void Block(const uint8_t* b, Sink&& sink) {
+  SIFT_INLINE static void Block(const uint8_t* b, Sink&& sink) {
     const auto d = S::Set1(Half(b));
     SIFT_UNROLL for (int i = 0; i < 32; i += S::W) sink(i, S::Mul(S::ToF(S::I8(b + 2 + i)), d));
   }
@@ -97,7 +98,7 @@ template <bool kHigh>
 struct QK45 {
   static constexpr int kBlock = 256, kBytes = kHigh ? 176 : 144;
   template <class S, class Sink>
-  static void Block(const uint8_t* b, Sink&& sink) {
+  SIFT_INLINE static void Block(const uint8_t* b, Sink&& sink) {
     const float d = Half(b), dmin = Half(b + 2);
     const uint8_t* scales = b + 4;
     const uint8_t* qh = b + 16;
@@ -129,7 +130,7 @@ struct QK45 {
 struct Q6_K {
   static constexpr int kBlock = 256, kBytes = 210;
   template <class S, class Sink>
-  static void Block(const uint8_t* b, Sink&& sink) {
+  SIFT_INLINE static void Block(const uint8_t* b, Sink&& sink) {
     const auto d = S::Set1(Half(b + 208));
     SIFT_UNROLL for (int h = 0; h < 2; ++h) {
       const uint8_t* ql = b + 64 * h;
@@ -143,7 +144,7 @@ struct Q6_K {
         const auto q3 = S::Or(S::SrlC(a, 4), S::SllC(S::AndC(S::SrlC(hb, 4), 3), 4));
         const auto q4 = S::Or(S::SrlC(c, 4), S::SllC(S::SrlC(hb, 6), 4));
         // d * float(sc * q): sc * q (|.| <= 4096) is exact in float, so this is the same value.
-        const auto w = [&](decltype(q1) q, int s) {
+        const auto w = [&](decltype(q1) q, int s) __attribute__((always_inline)) {
           return S::Mul(d, S::Mul(S::ToF(S::SubC(q, 32)), S::Set1(static_cast<float>(sc[s]))));
         };
         sink(128 * h + l, w(q1, is));
@@ -159,7 +160,7 @@ struct Q6_K {
 struct F32Row {
   static constexpr int kBlock = 32, kBytes = 128;
   template <class S, class Sink>
-  static void Block(const uint8_t* b, Sink&& sink) {
+  SIFT_INLINE static void Block(const uint8_t* b, Sink&& sink) {
     SIFT_UNROLL for (int i = 0; i < 32; i += S::W) {
       sink(i, S::Load(reinterpret_cast<const float*>(b + 4 * i)));
     }
@@ -174,7 +175,7 @@ struct F32Row {
 struct F16Row {
   static constexpr int kBlock = 32, kBytes = 64;
   template <class S, class Sink>
-  static void Block(const uint8_t* b, Sink&& sink) {
+  SIFT_INLINE static void Block(const uint8_t* b, Sink&& sink) {
     SIFT_UNROLL for (int i = 0; i < 32; i += S::W) sink(i, S::F16(b + 2 * i));
   }
   static float Tail(const uint8_t* row, int64_t k) { return Half(row + 2 * k); }
@@ -183,7 +184,7 @@ struct F16Row {
 struct BF16Row {
   static constexpr int kBlock = 32, kBytes = 64;
   template <class S, class Sink>
-  static void Block(const uint8_t* b, Sink&& sink) {
+  SIFT_INLINE static void Block(const uint8_t* b, Sink&& sink) {
     SIFT_UNROLL for (int i = 0; i < 32; i += S::W) sink(i, S::BF16(b + 2 * i));
   }
   static float Tail(const uint8_t* row, int64_t k) {
@@ -202,20 +203,21 @@ struct HasTail<T, decltype(void(T::Tail(nullptr, 0)))> : std::true_type {};
 // N activation rows against one weight row; two accumulators per activation row (alternating
 // weight groups) keep two FMA chains in flight.
 template <class S, class T, int N>
-inline void DotRow(const uint8_t* row, int64_t cols, const float* x, int64_t ldx, float* y,
-                   int64_t ldy) {
+SIFT_INLINE void DotRow(const uint8_t* row, int64_t cols, const float* x, int64_t ldx, float* y,
+                        int64_t ldy) {
   typename S::F acc[N][2];
   SIFT_UNROLL for (int j = 0; j < N; ++j) acc[j][0] = acc[j][1] = S::Zero();
   const int64_t nb = cols / T::kBlock;
   const uint8_t* p = row;
   const float* xb = x;
   for (int64_t b = 0; b < nb; ++b, p += T::kBytes, xb += T::kBlock) {
-    T::template Block<S>(p, [&](int i, typename S::F w) {
-      const int k = (i / S::W) & 1;
-      SIFT_UNROLL for (int j = 0; j < N; ++j) {
-        acc[j][k] = S::Fma(w, S::Load(xb + j * ldx + i), acc[j][k]);
-      }
-    });
+    T::template Block<S>(
+        p, [&](int i, typename S::F w) __attribute__((always_inline)) {
+          const int k = (i / S::W) & 1;
+          SIFT_UNROLL for (int j = 0; j < N; ++j) {
+            acc[j][k] = S::Fma(w, S::Load(xb + j * ldx + i), acc[j][k]);
+          }
+        });
   }
   SIFT_UNROLL for (int j = 0; j < N; ++j) {
     float sum = S::Sum(S::Add(acc[j][0], acc[j][1]));
@@ -227,27 +229,15 @@ inline void DotRow(const uint8_t* row, int64_t cols, const float* x, int64_t ldx
 }
 
 // Rows one at a time (the weights are read once from memory); activation rows in groups of up to
-// four against each row, which stays in L1 between groups.
+// S::kMaxRows against each row, which stays in L1 between groups.
 template <class S, class T>
 void Dot(const uint8_t* rows, int64_t row_bytes, int64_t nrows, int64_t cols, const float* x,
          int64_t n, int64_t ldx, float* y, int64_t ldy) {
   for (int64_t r = 0; r < nrows; ++r) {
     const uint8_t* row = rows + r * row_bytes;
-    int64_t j = 0;
-    for (; j + 4 <= n; j += 4) DotRow<S, T, 4>(row, cols, x + j * ldx, ldx, y + j * ldy + r, ldy);
-    switch (n - j) {
-      case 3:
-        DotRow<S, T, 3>(row, cols, x + j * ldx, ldx, y + j * ldy + r, ldy);
-        break;
-      case 2:
-        DotRow<S, T, 2>(row, cols, x + j * ldx, ldx, y + j * ldy + r, ldy);
-        break;
-      case 1:
-        DotRow<S, T, 1>(row, cols, x + j * ldx, ldx, y + j * ldy + r, ldy);
-        break;
-      default:
-        break;
-    }
+    ForRowGroups<S::kMaxRows>(n, [&](auto count, int64_t j) {
+      DotRow<S, T, decltype(count)::value>(row, cols, x + j * ldx, ldx, y + j * ldy + r, ldy);
+    });
   }
 }
 
@@ -257,7 +247,8 @@ void Dequant(const uint8_t* row, int64_t cols, float* out) {
   const uint8_t* p = row;
   float* o = out;
   for (int64_t b = 0; b < nb; ++b, p += T::kBytes, o += T::kBlock) {
-    T::template Block<S>(p, [&](int i, typename S::F w) { S::Store(o + i, w); });
+    T::template Block<S>(
+        p, [&](int i, typename S::F w) __attribute__((always_inline)) { S::Store(o + i, w); });
   }
   if constexpr (HasTail<T>::value) {
     for (int64_t k = nb * T::kBlock; k < cols; ++k) out[k] = T::Tail(row, k);
