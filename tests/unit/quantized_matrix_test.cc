@@ -12,9 +12,11 @@
 #include <ATen/ATen.h>
 #include <ATen/Parallel.h>
 #include <gtest/gtest.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <cmath>
+#include <cstdlib>
 #include <cstring>
 #include <numeric>
 #include <random>
@@ -510,6 +512,34 @@ TEST(QuantizedMatrixTest, KernelNamesAndLevels) {
     EXPECT_EQ(ParseCpuIsa(CpuIsaName(isa)), isa);
   }
   EXPECT_THROW(ParseCpuIsa("avx1024"), Error);
+}
+
+// Run by the next test in a child process with $SIFT_CPU_ISA set (DefaultCpuIsa reads it once).
+TEST(QuantizedMatrixEnvTest, DefaultLevelFollowsTheEnvironment) {
+  const char* env = std::getenv("SIFT_CPU_ISA");
+  if (env == nullptr) {
+    EXPECT_EQ(DefaultCpuIsa(), DetectedCpuIsa());
+    return;
+  }
+  if (std::string(env) == "bogus") {
+    EXPECT_THROW(DefaultCpuIsa(), Error);
+    EXPECT_THROW(QuantKernelName(), Error);
+    return;
+  }
+  EXPECT_EQ(DefaultCpuIsa(), ParseCpuIsa(env));
+  EXPECT_EQ(QuantKernelName(), std::string(env) + "-fp32");
+}
+
+TEST(QuantizedMatrixTest, SiftCpuIsaCapsTheDefaultLevel) {
+  char self[4096];
+  const ssize_t len = readlink("/proc/self/exe", self, sizeof(self) - 1);
+  ASSERT_GT(len, 0);
+  self[len] = '\0';
+  for (const char* value : {"scalar", "bogus"}) {
+    const std::string command = std::string("SIFT_CPU_ISA=") + value + " '" + self +
+                                "' --gtest_filter=QuantizedMatrixEnvTest.* > /dev/null 2>&1";
+    EXPECT_EQ(std::system(command.c_str()), 0) << command;
+  }
 }
 
 TEST(QuantizedMatrixTest, TensorFormsCheckShapesAndConvert) {
