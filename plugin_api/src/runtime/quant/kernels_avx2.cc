@@ -3,6 +3,8 @@
 // Compiled with -mavx2 -mfma -mf16c (plugin_api/CMakeLists.txt); called only when the CPU has them.
 #include <immintrin.h>
 
+#include <cstring>
+
 #include "block_common.h"
 #include "kernels.h"
 
@@ -27,6 +29,11 @@ struct Avx2 {
     s = _mm_add_ps(s, _mm_movehl_ps(s, s));
     s = _mm_add_ss(s, _mm_movehdup_ps(s));
     return _mm_cvtss_f32(s);
+  }
+  SIFT_INLINE static F Half(const uint8_t* p) {
+    uint16_t h;
+    std::memcpy(&h, p, sizeof(h));
+    return _mm256_cvtph_ps(_mm_set1_epi16(static_cast<int16_t>(h)));
   }
   SIFT_INLINE static F F16(const uint8_t* p) {
     return _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p)));

@@ -7,6 +7,8 @@
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
 #include <immintrin.h>
 
+#include <cstring>
+
 #include "block_common.h"
 #include "kernels.h"
 
@@ -27,6 +29,11 @@ struct Avx512 {
   SIFT_INLINE static F Sub(F a, F b) { return _mm512_sub_ps(a, b); }
   SIFT_INLINE static F Fma(F a, F b, F c) { return _mm512_fmadd_ps(a, b, c); }
   SIFT_INLINE static float Sum(F v) { return _mm512_reduce_add_ps(v); }
+  SIFT_INLINE static F Half(const uint8_t* p) {
+    uint16_t h;
+    std::memcpy(&h, p, sizeof(h));
+    return _mm512_cvtph_ps(_mm256_set1_epi16(static_cast<int16_t>(h)));
+  }
   SIFT_INLINE static F F16(const uint8_t* p) {
     return _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(p)));
   }

@@ -4,14 +4,17 @@
 // S provides W float lanes (F) and W int32 lanes (I), and kMaxRows, the most activation rows one
 // pass keeps accumulators for (two vectors each):
 //   F Zero(), Load(const float*), Set1(float), Mul/Add/Sub(F, F), Fma(a, b, c) = a * b + c,
-//   float Sum(F), void Store(float*, F), F F16(const uint8_t*), F BF16(const uint8_t*),
+//   float Sum(F), void Store(float*, F), F F16(const uint8_t*), F BF16(const uint8_t*) (W values),
+//   F Half(const uint8_t*) (one fp16 value in every lane),
 //   I U8(const uint8_t*) / I8(const uint8_t*) (W bytes, zero- / sign-extended), AndC/SrlC/SllC/
 //   SubC(I, int), Or(I, I), F ToF(I), I HighBits(uint32_t bits) (lane k = bit k of bits, times 16).
 //
 // Each type's Block<S>(block, sink) decodes one block and calls sink(i, w) for each group of W
 // weights starting at element i, computing every weight with the same float operations in the
-// same order as DequantizeRow (ggml_types.cc), so the weights are bit-identical to it. The dot
-// and dequantise drivers are the two sinks. Block layouts: ggml's (see ggml_types.cc).
+// same order as DequantizeRow (ggml_types.cc), so the weights are bit-identical to it. Every
+// product of a quant and a scale here is exact in float (an 11-bit fp16 significand times at most
+// 13 bits), so the compiler fusing the following add into an FMA does not change them either. The
+// dot and dequantise drivers are the two sinks. Block layouts: ggml's (see ggml_types.cc).
 //
 // Everything is in an anonymous namespace on purpose: each ISA file gets its own private copy
 // (an inline function shared by files compiled with different -m flags could be merged by the
@@ -36,7 +39,7 @@ struct Q4_0 {
   static constexpr int kBlock = 32, kBytes = 18;
   template <class S, class Sink>
   SIFT_INLINE static void Block(const uint8_t* b, Sink&& sink) {
-    const auto d = S::Set1(Half(b));
+    const auto d = S::Half(b);
     SIFT_UNROLL for (int i = 0; i < 16; i += S::W) {
       const auto q = S::U8(b + 2 + i);
       sink(i, S::Mul(S::ToF(S::SubC(S::AndC(q, 15), 8)), d));
@@ -49,7 +52,7 @@ struct Q4_1 {
   static constexpr int kBlock = 32, kBytes = 20;
   template <class S, class Sink>
   SIFT_INLINE static void Block(const uint8_t* b, Sink&& sink) {
-    const auto d = S::Set1(Half(b)), m = S::Set1(Half(b + 2));
+    const auto d = S::Half(b), m = S::Half(b + 2);
     SIFT_UNROLL for (int i = 0; i < 16; i += S::W) {
       const auto q = S::U8(b + 4 + i);
       sink(i, S::Add(S::Mul(S::ToF(S::AndC(q, 15)), d), m));
@@ -64,8 +67,8 @@ struct Q5 {
   static constexpr int kBlock = 32, kBytes = kHasMin ? 24 : 22;
   template <class S, class Sink>
   SIFT_INLINE static void Block(const uint8_t* b, Sink&& sink) {
-    const auto d = S::Set1(Half(b));
-    const auto m = S::Set1(kHasMin ? Half(b + 2) : 0.0f);
+    const auto d = S::Half(b);
+    const auto m = kHasMin ? S::Half(b + 2) : S::Zero();
     const uint8_t* p = b + (kHasMin ? 4 : 2);
     const uint32_t qh = U32(p);
     SIFT_UNROLL for (int i = 0; i < 16; i += S::W) {
@@ -87,7 +90,7 @@ struct Q8_0 {
   static constexpr int kBlock = 32, kBytes = 34;
   template <class S, class Sink>
   SIFT_INLINE static void Block(const uint8_t* b, Sink&& sink) {
-    const auto d = S::Set1(Half(b));
+    const auto d = S::Half(b);
     SIFT_UNROLL for (int i = 0; i < 32; i += S::W) sink(i, S::Mul(S::ToF(S::I8(b + 2 + i)), d));
   }
 };
@@ -131,7 +134,7 @@ struct Q6_K {
   static constexpr int kBlock = 256, kBytes = 210;
   template <class S, class Sink>
   SIFT_INLINE static void Block(const uint8_t* b, Sink&& sink) {
-    const auto d = S::Set1(Half(b + 208));
+    const auto d = S::Half(b + 208);
     SIFT_UNROLL for (int h = 0; h < 2; ++h) {
       const uint8_t* ql = b + 64 * h;
       const uint8_t* qh = b + 128 + 32 * h;
@@ -200,27 +203,42 @@ struct HasTail : std::false_type {};
 template <class T>
 struct HasTail<T, decltype(void(T::Tail(nullptr, 0)))> : std::true_type {};
 
-// N activation rows against one weight row; two accumulators per activation row (alternating
-// weight groups) keep two FMA chains in flight.
+// N activation rows against one weight row. An FMA's latency (4 cycles) is about what decoding a
+// 32-weight block costs, so each row keeps K independent accumulators: groups of W weights go to
+// them in turn (counting on across a pair of blocks when a block has fewer than K groups).
 template <class S, class T, int N>
 SIFT_INLINE void DotRow(const uint8_t* row, int64_t cols, const float* x, int64_t ldx, float* y,
                         int64_t ldy) {
-  typename S::F acc[N][2];
-  SIFT_UNROLL for (int j = 0; j < N; ++j) acc[j][0] = acc[j][1] = S::Zero();
-  const int64_t nb = cols / T::kBlock;
-  const uint8_t* p = row;
-  const float* xb = x;
-  for (int64_t b = 0; b < nb; ++b, p += T::kBytes, xb += T::kBlock) {
+  constexpr int K = N <= 2 ? 4 : 2;
+  constexpr int kGroups = T::kBlock / S::W;  // vectors per block
+  typename S::F acc[N][K];
+  SIFT_UNROLL for (int j = 0; j < N; ++j) {
+    SIFT_UNROLL for (int k = 0; k < K; ++k) acc[j][k] = S::Zero();
+  }
+  const auto block = [&](const uint8_t* p, const float* xb, auto parity)
+      __attribute__((always_inline)) {
     T::template Block<S>(
         p, [&](int i, typename S::F w) __attribute__((always_inline)) {
-          const int k = (i / S::W) & 1;
+          const int k = (i / S::W + decltype(parity)::value * kGroups) % K;
           SIFT_UNROLL for (int j = 0; j < N; ++j) {
             acc[j][k] = S::Fma(w, S::Load(xb + j * ldx + i), acc[j][k]);
           }
         });
+  };
+  const int64_t nb = cols / T::kBlock;
+  int64_t b = 0;
+  if constexpr (kGroups < K) {  // small blocks: a pair of them feeds all K accumulators
+    for (; b + 1 < nb; b += 2) {
+      block(row + b * T::kBytes, x + b * T::kBlock, std::integral_constant<int, 0>{});
+      block(row + (b + 1) * T::kBytes, x + (b + 1) * T::kBlock, std::integral_constant<int, 1>{});
+    }
   }
+  for (; b < nb; ++b)
+    block(row + b * T::kBytes, x + b * T::kBlock, std::integral_constant<int, 0>{});
   SIFT_UNROLL for (int j = 0; j < N; ++j) {
-    float sum = S::Sum(S::Add(acc[j][0], acc[j][1]));
+    typename S::F total = acc[j][0];
+    SIFT_UNROLL for (int k = 1; k < K; ++k) total = S::Add(total, acc[j][k]);
+    float sum = S::Sum(total);
     if constexpr (HasTail<T>::value) {
       for (int64_t k = nb * T::kBlock; k < cols; ++k) sum += T::Tail(row, k) * x[j * ldx + k];
     }
