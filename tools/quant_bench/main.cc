@@ -91,6 +91,14 @@ std::string SimdFlags() {
   return out;
 }
 
+// The 1, 5 and 15 minute load averages.
+std::string LoadAverage() {
+  std::istringstream in(ReadFile("/proc/loadavg"));
+  std::string a, b, c;
+  in >> a >> b >> c;
+  return a + " " + b + " " + c;
+}
+
 std::vector<int64_t> ParseInts(const std::string& s) {
   std::vector<int64_t> v;
   std::stringstream ss(s);
@@ -301,6 +309,7 @@ int Run(const Config& cfg) {
      << "- Timing: median of up to " << cfg.reps << " calls (at most " << cfg.max_seconds
      << " s per cell) after 2 warm-up calls; weights cold (each matrix copied to >= "
      << cfg.cold_bytes / (1 << 20) << " MiB, calls rotate over the copies)\n";
+  md << "- Load average (/proc/loadavg) at the start: " << LoadAverage() << "\n";
   if (!cfg.note.empty()) md << "- Machine state: " << cfg.note << "\n";
   md << "\nCells: ms per call (GB/s of the weight bytes the method reads, as it stores them).\n";
 
@@ -312,6 +321,15 @@ int Run(const Config& cfg) {
     std::vector<Method> methods;
     AddKernelMethods(q, cfg, &methods);
     AddLibraryMethods(q.Dequantize(at::kFloat), cfg, &methods);
+    {
+      // Dequantising on the fly for every call, then at::linear in bf16 (the cost of keeping only
+      // the blocks and using a GEMM for n > 1).
+      Method m{"Dequantize(bf16) + at::linear", q.nbytes(), 1, {}};
+      m.run = [&q](const at::Tensor& x, int) {
+        at::linear(x.to(at::kBFloat16), q.Dequantize(at::kBFloat16));
+      };
+      methods.push_back(std::move(m));
+    }
     md << "\n### " << shape.name << ": " << q.cols() << " -> " << q.rows() << " (" << q.Describe()
        << ", " << Fmt(static_cast<double>(q.nbytes()) / (1 << 20), 2) << " MiB; " << shape.per_token
        << " per token)\n\n| method |";
@@ -350,6 +368,26 @@ int Run(const Config& cfg) {
          << ".\n";
     }
   }
+  md << "\n### int8 activations: error against the exact product\n\n"
+     << "x = randn(8, cols); y = x W^T with the exact fp32 path (double-checked against a double "
+     << "product in the tests) and with int8 activations. Relative errors: max |dy| / max |y| and "
+     << "rms(dy) / rms(y).\n\n| matrix | kernel | max rel | rms rel |\n|---|---|---|---|\n";
+  for (const Shape& shape : shapes) {
+    const at::Tensor x = at::randn({8, shape.matrix.cols()});
+    const at::Tensor exact =
+        at::linear(x.to(at::kDouble), shape.matrix.Dequantize().to(at::kDouble));
+    QuantOptions o;
+    o.int8_activations = true;
+    const at::Tensor dy = shape.matrix.MatMul(x, o).to(at::kDouble) - exact;
+    md << "| " << shape.name << " (" << shape.matrix.Describe() << ") | "
+       << sift::QuantKernelName(o) << " | "
+       << Fmt(dy.abs().max().item<double>() / exact.abs().max().item<double>() * 100, 3) << "% | "
+       << Fmt(dy.pow(2).mean().sqrt().item<double>() / exact.pow(2).mean().sqrt().item<double>() *
+                  100,
+              3)
+       << "% |\n";
+  }
+
   const int64_t layers = shapes[0].per_token;
   md << "\n### Weights-only decode time per token (n = 1)\n\n"
      << "Sum over the model's " << layers << " layers of qkv + o + gate_up + down, plus lm_head, "
@@ -398,6 +436,7 @@ int Run(const Config& cfg) {
     }
   }
 
+  md << "\nLoad average at the end: " << LoadAverage() << "\n";
   std::cout << md.str();
   if (!cfg.out.empty()) {
     std::ofstream out(cfg.out);

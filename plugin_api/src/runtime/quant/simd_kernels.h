@@ -253,6 +253,7 @@ void Dot(const uint8_t* rows, int64_t row_bytes, int64_t nrows, int64_t cols, co
          int64_t n, int64_t ldx, float* y, int64_t ldy) {
   for (int64_t r = 0; r < nrows; ++r) {
     const uint8_t* row = rows + r * row_bytes;
+    if (n > 1) PrefetchRow(row + kPrefetchRows * row_bytes, row_bytes, rows + nrows * row_bytes);
     ForRowGroups<S::kMaxRows>(n, [&](auto count, int64_t j) {
       DotRow<S, T, decltype(count)::value>(row, cols, x + j * ldx, ldx, y + j * ldy + r, ldy);
     });
