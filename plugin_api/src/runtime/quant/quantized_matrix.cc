@@ -270,23 +270,24 @@ at::Tensor DequantizeInto(int64_t count, int64_t cols, at::ScalarType dtype, Cpu
   at::Tensor out = at::empty({count, cols}, dtype);
   const int64_t grain = std::max<int64_t>(1, (int64_t{1} << 16) / std::max<int64_t>(1, cols));
   at::parallel_for(0, count, grain, [&](int64_t begin, int64_t end) {
+    if (dtype == at::kFloat) {
+      for (int64_t i = begin; i < end; ++i) {
+        const auto [type, data] = row_of(i);
+        KernelsFor(isa, type).dequant(data, cols, out.data_ptr<float>() + i * cols);
+      }
+      return;
+    }
+    // Other dtypes: a chunk of rows in float, then LibTorch's vectorised rounding conversion.
     thread_local std::vector<float> buf;
-    buf.resize(static_cast<size_t>(cols));
-    for (int64_t i = begin; i < end; ++i) {
-      const auto [type, data] = row_of(i);
-      const quant::DequantFn dequant = KernelsFor(isa, type).dequant;
-      if (dtype == at::kFloat) {
-        dequant(data, cols, out.data_ptr<float>() + i * cols);
-        continue;
+    constexpr int64_t kChunk = 32;
+    buf.resize(static_cast<size_t>(kChunk * cols));
+    for (int64_t i0 = begin; i0 < end; i0 += kChunk) {
+      const int64_t rows = std::min(kChunk, end - i0);
+      for (int64_t i = i0; i < i0 + rows; ++i) {
+        const auto [type, data] = row_of(i);
+        KernelsFor(isa, type).dequant(data, cols, buf.data() + (i - i0) * cols);
       }
-      dequant(data, cols, buf.data());
-      if (dtype == at::kBFloat16) {
-        at::BFloat16* o = out.data_ptr<at::BFloat16>() + i * cols;
-        for (int64_t k = 0; k < cols; ++k) o[k] = at::BFloat16(buf[static_cast<size_t>(k)]);
-      } else {
-        at::Half* o = out.data_ptr<at::Half>() + i * cols;
-        for (int64_t k = 0; k < cols; ++k) o[k] = at::Half(buf[static_cast<size_t>(k)]);
-      }
+      out.narrow(0, i0, rows).copy_(at::from_blob(buf.data(), {rows, cols}, at::kFloat));
     }
   });
   return out;
