@@ -7,6 +7,7 @@
 #include <limits>
 
 #include "cpu/flash_attention.h"
+#include "tensor_util.h"
 #include "sift/error.h"
 #include "sift/host.h"
 
@@ -15,8 +16,8 @@ namespace {
 
 // Positions are host metadata (sift/attention.h); device ones are brought over (counted).
 at::Tensor HostPositions(const at::Tensor& pos) {
-  if (pos.is_cpu()) return pos.to(at::kLong).contiguous();
-  return ToHost(pos.to(at::kLong));
+  if (pos.is_cpu()) return Contiguous(AsType(pos, at::kLong));
+  return ToHost(AsType(pos, at::kLong));
 }
 
 // Number of leading keys with position <= limit, max over heads (positions ascend per head).
@@ -77,7 +78,7 @@ bool UseCpuKernel(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v,
 at::Tensor CpuKernelAttention(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v,
                               const at::Tensor& q_pos, const at::Tensor& k_pos,
                               const AttentionOptions& options) {
-  const at::Tensor qp = q_pos.contiguous(), kp = k_pos.contiguous();
+  const at::Tensor qp = Contiguous(q_pos), kp = Contiguous(k_pos);
   at::Tensor out = at::empty(q.sizes(), q.options());
   cpu::FlashAttentionArgs a;
   auto elem = [](const at::Tensor& t) {
@@ -130,9 +131,9 @@ void BlockedAttention(const at::Tensor& q_in, const at::Tensor& k_in, const at::
                       AttentionStats* stats, int64_t row_begin, at::Tensor out) {
   // Products run in the cache's dtype (fp32 when upcasting); q may arrive in fp32.
   const at::ScalarType ct = options.upcast_fp32 ? at::kFloat : k_in.scalar_type();
-  const at::Tensor q = q_in.to(ct);
-  const at::Tensor k = k_in.to(ct);
-  const at::Tensor v = v_in.to(ct);
+  const at::Tensor q = AsType(q_in, ct);
+  const at::Tensor k = AsType(k_in, ct);
+  const at::Tensor v = AsType(v_in, ct);
   const int64_t nq = q.size(0), hq = q.size(1), hd = q.size(2);
   const int64_t hkv = k.size(0), group = hq / hkv;
   const double scale = Scale(options, hd);

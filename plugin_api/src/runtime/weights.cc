@@ -261,6 +261,49 @@ ModelWeights LoadWeightsFromHfDir(const std::string& dir, const LoadOptions& opt
   return w;
 }
 
+int64_t QuantizedWeights::Bytes() const {
+  int64_t total = lm_head.nbytes();
+  for (const QuantizedLayer& l : layers) {
+    total += l.qkv.nbytes() + l.wo.nbytes() + l.gate_up.nbytes() + l.w_down.nbytes();
+  }
+  return total;
+}
+
+QuantizedWeights LoadQuantizedWeights(const std::string& gguf_path) {
+  std::unique_ptr<GgufFile> file = GgufFile::Open(gguf_path);
+  const ModelConfig c = ModelConfig::FromGguf(*file);
+  auto matrix = [&](const std::string& name, int64_t rows, int64_t cols) {
+    const GgufTensorInfo* info = file->FindTensor(name);
+    SIFT_CHECK(info != nullptr, gguf_path, ": missing tensor '", name, "'");
+    QuantizedMatrix m = QuantizedMatrix::FromGguf(*info);
+    SIFT_CHECK(m.rows() == rows && m.cols() == cols, gguf_path, ": tensor '", name, "' is ",
+               m.rows(), " x ", m.cols(), ", expected ", rows, " x ", cols);
+    return m;
+  };
+  // llama.cpp's converter permutes q/k rows for the llama architecture only (see GgufLoader).
+  const bool permuted = c.architecture != "qwen2";
+  auto qk = [&](const std::string& name, int64_t heads) {
+    QuantizedMatrix m = matrix(name, heads * c.head_dim, c.hidden_size);
+    return permuted ? m.PermuteRows(LlamaQkRowOrder(heads, c.head_dim)) : m;
+  };
+  const int64_t h = c.hidden_size, kv = c.num_kv_heads * c.head_dim;
+  QuantizedWeights w;
+  w.layers.resize(static_cast<size_t>(c.num_layers));
+  for (int64_t i = 0; i < c.num_layers; ++i) {
+    QuantizedLayer& l = w.layers[static_cast<size_t>(i)];
+    const std::string p = "blk." + std::to_string(i) + ".";
+    l.qkv = QuantizedMatrix::ConcatRows({qk(p + "attn_q.weight", c.num_heads),
+                                         qk(p + "attn_k.weight", c.num_kv_heads),
+                                         matrix(p + "attn_v.weight", kv, h)});
+    l.wo = matrix(p + "attn_output.weight", h, c.num_heads * c.head_dim);
+    l.gate_up = QuantizedMatrix::ConcatRows({matrix(p + "ffn_gate.weight", c.intermediate_size, h),
+                                             matrix(p + "ffn_up.weight", c.intermediate_size, h)});
+    l.w_down = matrix(p + "ffn_down.weight", h, c.intermediate_size);
+  }
+  w.lm_head = matrix(c.tied_embeddings ? "token_embd.weight" : "output.weight", c.vocab_size, h);
+  return w;
+}
+
 ModelWeights LoadWeights(const std::string& path, const LoadOptions& options) {
   std::error_code ec;
   const std::filesystem::path p(path);
