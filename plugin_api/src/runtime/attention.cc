@@ -113,6 +113,24 @@ at::Tensor CpuKernelAttention(const at::Tensor& q, const at::Tensor& k, const at
   return out;
 }
 
+// Queries and keys are the positions 0..n-1 in order (every head): a prompt over a fresh cache.
+[[maybe_unused]] bool IsDenseCausal(const at::Tensor& q_pos, const at::Tensor& k_pos) {
+  const int64_t n = q_pos.size(0);
+  const int64_t* qp = q_pos.data_ptr<int64_t>();  // host: positions
+  const at::Tensor kr = k_pos.dim() == 1 ? k_pos.unsqueeze(0) : k_pos;
+  const int64_t* kp = kr.data_ptr<int64_t>();  // host: positions
+  if (kr.size(1) != n) return false;
+  for (int64_t i = 0; i < n; ++i) {
+    if (qp[i] != i) return false;
+  }
+  for (int64_t h = 0; h < kr.size(0); ++h) {
+    for (int64_t i = 0; i < n; ++i) {
+      if (kp[h * n + i] != i) return false;
+    }
+  }
+  return true;
+}
+
 // First query row any requested statistic reads (nq when none).
 int64_t FirstStatsRow(const AttentionStatsRequest& r, int64_t nq) {
   int64_t first = nq;
@@ -246,6 +264,19 @@ at::Tensor Attention(const at::Tensor& q, const at::Tensor& k, const at::Tensor&
     return out;
   }
   const int64_t hd = q.size(2), group = hq / hkv;
+#if TORCH_VERSION_MAJOR >= 2 && (TORCH_VERSION_MAJOR > 2 || TORCH_VERSION_MINOR >= 1)
+  if (!request.any() && options.window == 0 && !options.upcast_fp32 && nq == nk &&
+      IsDenseCausal(q_pos, k_pos)) {
+    // A whole prompt over a fresh cache: one causal call, no mask, so LibTorch's flash kernel
+    // runs (top-left causal alignment is right when queries and keys are the same positions).
+    const at::Tensor ct = AsType(q, k.scalar_type());
+    at::Tensor qh = ct.permute({1, 0, 2}).reshape({hkv, group, nq, hd});
+    at::Tensor o = at::scaled_dot_product_attention(
+        qh, k.unsqueeze(1).expand({hkv, group, nk, hd}), v.unsqueeze(1).expand({hkv, group, nk, hd}),
+        {}, 0.0, /*is_causal=*/true, Scale(options, hd));
+    return o.reshape({hq, nq, hd}).permute({1, 0, 2}).to(q.scalar_type()).contiguous();
+  }
+#endif
   at::Tensor out = at::empty({hkv, group, nq, hd},
                              q.options().dtype(options.upcast_fp32 ? at::kFloat : q.scalar_type()));
   BlockedAttention(q, k, v, q_pos, k_pos, options, request, stats, 0, out);
