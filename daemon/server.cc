@@ -16,6 +16,7 @@
 #include "daemon/ops_http.h"
 #include "daemon/request_runner.h"
 #include "daemon/worker.h"
+#include "sift/device.h"
 #include "sift/error.h"
 #include "sift/model.h"
 
@@ -49,7 +50,7 @@ std::shared_ptr<const Model> LoadModel(const DaemonOptions& o) {
   ModelOptions mo;
   mo.dtype = ParseDtype(o.dtype);
   mo.weights = ParseWeightFormat(o.weights);
-  mo.device = at::Device(o.device);
+  mo.device = ParseDevice(o.device);
   mo.threads = o.threads;
   ConfigureThreads(o.threads);
   const auto start = std::chrono::steady_clock::now();
