@@ -38,24 +38,16 @@ import sys
 
 SCAN_DIRS = ["plugins", "daemon", "plugin_api/src/runtime", "tools"]
 EXTENSIONS = (".cc", ".h", ".cpp", ".hpp")
-# The helper itself: the one place allowed to read tensor memory on the host.
+# The helper itself: the one place allowed to read tensor memory on the host. The CPU kernels and
+# the quantised matrices are CPU-only by contract (their headers say so; sift::Model calls them only
+# for CPU tensors), and so is the benchmark of the latter.
 EXEMPT = {"plugin_api/src/runtime/host.cc"}
+EXEMPT_DIRS = ("plugin_api/src/runtime/cpu/", "plugin_api/src/runtime/quant/", "tools/quant_bench/")
 # The engine core, owned by its own work (issue 15: host-synchronisation-free attention, the KV
 # cache, on-device sampling; the CPU kernels and quantised matrices, CPU-only by design): hits
 # there are warnings until a file or folder is removed from this list. A path ending in "/" covers
 # the folder.
-PENDING = (
-    "plugin_api/src/runtime/attention.cc",
-    "plugin_api/src/runtime/generate.cc",
-    "plugin_api/src/runtime/kv_cache.cc",
-    "plugin_api/src/runtime/model.cc",
-    "plugin_api/src/runtime/sampler.cc",
-    "plugin_api/src/runtime/weights.cc",
-    "plugin_api/src/runtime/cpu/",
-    "plugin_api/src/runtime/quant/",
-    "tools/engine_bench/",
-    "tools/quant_bench/",
-)
+PENDING = ()
 
 
 def is_pending(rel):
@@ -252,7 +244,7 @@ def main(argv):
     errors, warnings = [], []
     for path in files:
         rel = os.path.relpath(os.path.abspath(path), root).replace(os.sep, "/")
-        if rel in EXEMPT:
+        if rel in EXEMPT or rel.startswith(EXEMPT_DIRS):
             continue
         for f in check_file(path, rel):
             pending = is_pending(rel) and not args.strict

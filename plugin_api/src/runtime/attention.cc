@@ -246,12 +246,12 @@ at::Tensor Attention(const at::Tensor& q, const at::Tensor& k, const at::Tensor&
   const int64_t nq = q.size(0), hq = q.size(1), hkv = k.size(0), nk = k.size(1);
 
   if (request.any()) {
-    auto f32 = q.options().dtype(at::kFloat);
-    if (request.window > 0) stats->window_sum = at::zeros({hq, nk}, f32);
-    if (request.last_query) stats->last_query = at::zeros({hq, nk}, f32);
-    if (request.column_sum) stats->column_sum = at::zeros({hq, nk}, f32);
-    if (request.max_from_query >= 0) stats->max_prob = at::zeros({nk}, f32);
-    if (request.last_query_logit_sum) stats->last_query_logit_sum = at::zeros({nk}, f32);
+    const auto opts = q.options().dtype(at::kFloat);
+    if (request.window > 0) stats->window_sum = at::zeros({hq, nk}, opts);
+    if (request.last_query) stats->last_query = at::zeros({hq, nk}, opts);
+    if (request.column_sum) stats->column_sum = at::zeros({hq, nk}, opts);
+    if (request.max_from_query >= 0) stats->max_prob = at::zeros({nk}, opts);
+    if (request.last_query_logit_sum) stats->last_query_logit_sum = at::zeros({nk}, opts);
   }
 
   if (UseCpuKernel(q, k, v, options)) {

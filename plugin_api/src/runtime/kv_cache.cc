@@ -26,7 +26,7 @@ void KvCache::Grow(Layer& layer, int64_t min_capacity) {
   auto opts = at::TensorOptions().dtype(shape_.dtype).device(shape_.device);
   at::Tensor k = at::empty({shape_.num_kv_heads, capacity, shape_.head_dim}, opts);
   at::Tensor v = at::empty({shape_.num_kv_heads, capacity, shape_.head_dim}, opts);
-  at::Tensor pos = at::empty({shape_.num_kv_heads, capacity}, at::TensorOptions().dtype(at::kLong));
+  at::Tensor pos = at::empty({shape_.num_kv_heads, capacity}, at::kLong);  // host: positions
   if (layer.size > 0) {
     k.narrow(1, 0, layer.size).copy_(layer.k.narrow(1, 0, layer.size));
     v.narrow(1, 0, layer.size).copy_(layer.v.narrow(1, 0, layer.size));
@@ -81,7 +81,7 @@ at::Tensor KvCache::Values(int64_t layer) const {
 
 at::Tensor KvCache::Positions(int64_t layer) const {
   const Layer& l = layers_.at(layer);
-  if (!l.pos.defined()) return at::empty({shape_.num_kv_heads, 0}, at::kLong);
+  if (!l.pos.defined()) return at::empty({shape_.num_kv_heads, 0}, at::kLong);  // host: positions
   return l.pos.narrow(1, 0, l.size);
 }
 
@@ -105,7 +105,7 @@ void KvCache::Select(int64_t layer, const at::Tensor& indices) {
   auto opts = at::TensorOptions().dtype(shape_.dtype).device(shape_.device);
   at::Tensor k = at::empty({shape_.num_kv_heads, capacity, shape_.head_dim}, opts);
   at::Tensor v = at::empty({shape_.num_kv_heads, capacity, shape_.head_dim}, opts);
-  at::Tensor pos = at::empty({shape_.num_kv_heads, capacity}, at::kLong);
+  at::Tensor pos = at::empty({shape_.num_kv_heads, capacity}, at::kLong);  // host: positions
   if (m > 0) {
     const at::Tensor didx = indices.device() == shape_.device
                                 ? indices.to(at::kLong)

@@ -24,8 +24,8 @@ bool EndsWith(const std::string& s, const std::string& suffix) {
 // inv_freq[i] = 1 / theta^(2i/hd), with Llama 3 / linear scaling applied as HF does.
 at::Tensor RopeInverseFrequencies(const ModelConfig& c) {
   const int64_t half = c.head_dim / 2;
-  at::Tensor inv = at::empty({half}, at::kFloat);
-  float* p = inv.data_ptr<float>();
+  at::Tensor inv = at::empty({half}, at::kFloat);  // host: RoPE angles are host math
+  float* p = inv.data_ptr<float>();                 // host: just created on the CPU
   const RopeScaling& s = c.rope_scaling;
   for (int64_t i = 0; i < half; ++i) {
     double f = 1.0 / std::pow(c.rope_theta, static_cast<double>(2 * i) / c.head_dim);
@@ -366,7 +366,8 @@ at::Tensor Model::Forward(const std::vector<TokenId>& ids, int64_t start_positio
   at::Tensor last;
   for (int64_t c0 = 0; c0 < n; c0 += chunk) {
     const int64_t c1 = std::min(n, c0 + chunk);
-    at::Tensor positions = at::arange(start_position + c0, start_position + c1, at::kLong);
+    at::Tensor positions =
+        at::arange(start_position + c0, start_position + c1, at::kLong);  // host: positions
     at::Tensor x = Embed(all_ids.slice(0, c0, c1));
     x = RunLayers(0, config().num_layers, x, positions, &cache, options);
     last = x.slice(0, x.size(0) - 1, x.size(0));

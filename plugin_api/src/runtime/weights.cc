@@ -69,8 +69,9 @@ class GgufLoader {
     const int64_t row_len = info->ne.empty() ? 1 : info->ne[0];
     const int64_t rows = row_len == 0 ? 0 : info->num_elements() / row_len;
     const uint64_t row_bytes = GgmlRowBytes(info->type, row_len);
-    at::Tensor out = at::empty(shape, at::TensorOptions().dtype(at::kFloat));
-    float* dst = out.data_ptr<float>();
+    // Dequantised from the file on the CPU; Finish() moves it to the device.
+    at::Tensor out = at::empty(shape, at::TensorOptions().dtype(at::kFloat));  // host: file data
+    float* dst = out.data_ptr<float>();  // host: just created on the CPU
     const uint8_t* src = info->data;
     const GgmlType type = info->type;
     // Aim for ~64K elements per task so small tensors stay on one thread.
@@ -143,10 +144,10 @@ class HfLoader {
     const uint64_t elem = static_cast<uint64_t>(SafetensorsDtypeSize(t.dtype));
     if (reinterpret_cast<uintptr_t>(t.data) % elem == 0) {
       // Read-only mapping: from_blob only views it; the copy below never writes to it.
-      src = at::from_blob(const_cast<uint8_t*>(t.data), shape, opts);
+      src = at::from_blob(const_cast<uint8_t*>(t.data), shape, opts);  // host: the file mapping
     } else {
       src = at::empty(shape, opts);
-      std::memcpy(src.data_ptr(), t.data, t.nbytes());
+      std::memcpy(src.data_ptr(), t.data, t.nbytes());  // host: just created on the CPU
     }
     // copy=true: the result never aliases the mapping, even when the dtype already matches.
     at::Tensor out = src.to(dtype, /*non_blocking=*/false, /*copy=*/true);
