@@ -115,13 +115,18 @@ class Decoder {
                "' refers to frame ", frame, " of ", frames_.size());
     const at::ScalarType dtype = ParseWireDtype(Get<std::string>(d, "dtype", path));
     const std::vector<int64_t> shape = Get<std::vector<int64_t>>(d, "shape", path);
+    // Sizes from a peer: every product is checked, and must match the frame it describes.
     int64_t numel = 1;
     for (int64_t s : shape) {
       SIFT_CHECK(s >= 0, "state header: '", path, "' has a negative dimension");
-      numel *= s;
+      SIFT_CHECK(!__builtin_mul_overflow(numel, s, &numel), "state header: '", path,
+                 "' has too many elements");
     }
     const FrameView& f = frames_[frame];
-    const size_t expected = static_cast<size_t>(numel) * c10::elementSize(dtype);
+    size_t expected = 0;
+    SIFT_CHECK(
+        !__builtin_mul_overflow(static_cast<size_t>(numel), c10::elementSize(dtype), &expected),
+        "state header: '", path, "' has too many elements");
     SIFT_CHECK(f.size == expected, "state: '", path, "' (", WireDtypeName(dtype), " ",
                json(shape).dump(), ") needs ", expected, " bytes, frame ", frame, " has ", f.size);
     at::Tensor t = at::empty(shape, at::TensorOptions().dtype(dtype));
