@@ -33,9 +33,9 @@
 namespace sift::daemon {
 
 struct HopTimeouts {
-  int connect_ms = 1000;
   int first_reply_ms = 10000;
   int silence_ms = 10000;
+  int connect_ms = 1000;
   int breaker_min_ms = 1000;
   int breaker_max_ms = 30000;
 };
