@@ -86,11 +86,11 @@ struct CatalogOptions {
   std::string plugins_dir;      // *.so stage plugins
   std::string pipelines_dir;    // *.toml pipelines; "" = none (a worker needs plugins only)
   std::string staging_dir;      // where plugin copies go; "" = a fresh temp dir
-  PreflightOptions preflight;   // out-of-process check before loading; empty command = none
   int poll_interval_ms = 2000;  // background change detection; 0 = only on Rescan()
   // One call per event (level "info", "warn" or "error"; fields include "event" and a
   // human "message"); null = the daemon's structured log (daemon/log.h).
   std::function<void(const std::string& level, const nlohmann::json& fields)> log;
+  PreflightOptions preflight;  // out-of-process check before loading; empty command = none
 };
 
 class Catalog {

@@ -211,7 +211,7 @@ TEST(CatalogPreflightTest, FilesThatCrashTheCheckerAreRefused) {
   std::string bytes((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
   std::ofstream(plugins + "/decode_local.so", std::ios::binary) << bytes.substr(0, 64 << 10);
   Install(Fixture("aborts_on_load"), plugins + "/aborts_on_load.so");
-  std::ofstream(plugins + "/garbage.so") << "not a library";
+  std::ofstream(plugins + "/garbage.so") << std::string(4096, 'x');
   CatalogOptions options;
   options.plugins_dir = plugins;
   options.poll_interval_ms = 0;
@@ -227,8 +227,9 @@ TEST(CatalogPreflightTest, FilesThatCrashTheCheckerAreRefused) {
   EXPECT_NE(snap->FindPlugin("prefill_full"), nullptr);
   EXPECT_NE(snap->FindPlugin("keep_recent"), nullptr);
   EXPECT_EQ(snap->FindPlugin("decode_local"), nullptr);
+  const json list = snap->List();
   auto error_of = [&](const std::string& file) {
-    for (const json& p : snap->List()["plugins"]) {
+    for (const json& p : list["plugins"]) {
       if (fs::path(p.value("file", "")).filename() == file) return p.value("error", "");
     }
     return std::string("(not listed)");

@@ -109,10 +109,13 @@ TEST_F(PluginLoaderTest, PluginBuiltAgainstOtherHeadersIsRefused) {
 
 TEST_F(PluginLoaderTest, NotALibraryIsRefusedWithTheLoadersOwnMessage) {
   const std::string path = staging_.File("text.so");
-  std::ofstream(path) << "this is not an ELF file\n";
-  const std::string error = LoadError(path);
+  std::ofstream(path) << std::string(4096, 'x');
+  std::string error = LoadError(path);
   EXPECT_NE(error.find(path + ": cannot load: "), std::string::npos) << error;
   EXPECT_NE(error.find("invalid ELF header"), std::string::npos) << error;  // dlerror()'s
+  std::ofstream(path) << "short\n";
+  error = LoadError(path);
+  EXPECT_NE(error.find("file too short"), std::string::npos) << error;
   EXPECT_EQ(error.find("No such file or directory"), std::string::npos) << error;
 }
 
