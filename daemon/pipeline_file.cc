@@ -2,8 +2,8 @@
 
 #include <toml++/toml.h>
 
-#include <cctype>
 #include <algorithm>
+#include <cctype>
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
@@ -174,7 +174,9 @@ uint32_t DecodeAt(const std::string& text, size_t i, size_t* len) {
 // toml++ applies that test to every character except inside comments and inside single-line
 // strings that are values (not keys). So before it sees the text, such characters anywhere
 // else are refused with an error naming the line (valid TOML loses only non-ASCII characters
-// in keys and multi-line strings, which can be written as \uXXXX escapes).
+// in keys and multi-line strings, which can be written as \\uXXXX escapes). A string counts as
+// a value only when it is closed on its line, follows '=', '[', ',' or '{' and is not followed
+// by '=', '.' or ']' (a key); anything else is checked character by character.
 void CheckCharacters(const std::string& text, const std::string& path) {
   size_t line = 1;
   auto refuse = [&](uint32_t cp) {
@@ -186,6 +188,7 @@ void CheckCharacters(const std::string& text, const std::string& path) {
              "\\u escape elsewhere)");
   };
   const size_t n = text.size();
+  char prev = '\n';  // the last character outside comments, strings and whitespace
   size_t i = 0;
   while (i < n) {
     const char c = text[i];
@@ -196,25 +199,29 @@ void CheckCharacters(const std::string& text, const std::string& path) {
     }
     const bool quote = c == '"' || c == '\'';
     if (quote && text.compare(i, 3, std::string(3, c)) != 0) {
-      // A single-line string: find its end, then whether a key or a value.
       size_t j = i + 1;
       while (j < n && text[j] != c && text[j] != '\n') j += (c == '"' && text[j] == '\\') ? 2 : 1;
+      const bool closed = j < n && text[j] == c;
       size_t k = std::min(j + 1, n);
       while (k < n && (text[k] == ' ' || text[k] == '\t')) ++k;
       const bool key = k < n && (text[k] == '=' || text[k] == '.' || text[k] == ']');
+      const bool value =
+          closed && !key && (prev == '=' || prev == '[' || prev == ',' || prev == '{');
       for (size_t p = i + 1; p < j && p < n;) {
         size_t len = 1;
         const uint32_t cp = DecodeAt(text, p, &len);
-        const bool escaped = p > i + 1 && c == '"' && text[p - 1] == '\\';
-        if ((key || escaped) && MishandledByToml(cp)) refuse(cp);
+        const bool escaped = c == '"' && text[p - 1] == '\\';
+        if ((!value || escaped) && MishandledByToml(cp)) refuse(cp);
         p += len;
       }
-      i = std::min(j + 1, n);
+      prev = c;
+      i = closed ? j + 1 : std::min(j, n);
       continue;
     }
     size_t len = 1;
     const uint32_t cp = DecodeAt(text, i, &len);
     if (MishandledByToml(cp)) refuse(cp);
+    if (c != ' ' && c != '\t' && c != '\n' && c != '\r') prev = c;
     i += len;
   }
 }
