@@ -80,7 +80,7 @@ for f in "${FUZZERS[@]}"; do
   # LibTorch (uninstrumented) keeps allocations alive until exit: leak checks only elsewhere.
   leaks=1
   [[ "$f" == fuzz_state_codec ]] && leaks=0
-  ASAN_OPTIONS="detect_leaks=$leaks:allocator_may_return_null=1" \
+  ASAN_OPTIONS="detect_leaks=$leaks:allocator_may_return_null=1:max_malloc_fill_size=0" \
   UBSAN_OPTIONS="print_stacktrace=1:halt_on_error=1" \
     "$BUILD/bin/$f" "$corpus" "$ROOT/tests/fuzz/corpus/$name" \
       -max_total_time="$SECONDS_EACH" -runs="$RUNS" -print_final_stats=1 -timeout=10 -rss_limit_mb=4096 \
