@@ -38,7 +38,9 @@ bool StreamingPrefill(const Model& model, const std::vector<TokenId>& tokens,
     // A prompt that is all question (e.g. shorter than the question span): no context to score.
     // Empty scores let the filter keep the whole prompt, uncompressed.
     out->scores.clear();
-    for (int64_t l : score_layers) out->scores[l] = at::zeros({0}, at::kFloat);
+    const at::TensorOptions on_device =
+        at::TensorOptions().dtype(at::kFloat).device(model.options().device);
+    for (int64_t l : score_layers) out->scores[l] = at::zeros({0}, on_device);
     out->context_length = 0;
     out->peak_cache_entries = 0;
     return true;

