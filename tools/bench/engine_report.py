@@ -57,7 +57,8 @@ def main():
         row = lengths.setdefault(str(n), {})
         row["sift_prefill_tok_s"] = p["tokens_per_s"]
         if n in lp:
-            row["llama_prefill_tok_s"] = lp[n]["avg_ts"]
+            # Best repetition, like sift's prefill figure.
+            row["llama_prefill_tok_s"] = max(lp[n].get("samples_ts") or [lp[n]["avg_ts"]])
             row["llama_prefill_tok_s_stddev"] = lp[n].get("stddev_ts")
     for d in cfg["decode"]:
         n = int(d["context"])
@@ -110,7 +111,7 @@ def main():
         md.append("Conditions: %s\n" % a.note)
     md.append(
         "sift: commit %s, LibTorch %s, %s, weights %s, %s. llama.cpp: %s, flash attention %s, %s repetitions "
-        "(mean tokens/s). sift: prefill = best of %s repetitions of one `Model::Forward` over a synthetic "
+        "(prefill: the best repetition; decode: the mean). sift: prefill = best of %s repetitions of one `Model::Forward` over a synthetic "
         "prompt; decode = mean over 32 greedy steps after prefilling the context (sampling included).\n"
         % (summary["sift"]["commit"], summary["sift"]["torch"], summary["sift"]["dtype"], summary["sift"]["weights"],
            summary["sift"]["kernels"], summary["llama_cpp"]["build"], summary["llama_cpp"]["flash_attn"],
