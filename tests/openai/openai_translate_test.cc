@@ -1,0 +1,377 @@
+// Unit tests of the OpenAI request translation (daemon/openai_request.h), the response and SSE
+// formatting (daemon/openai_response.h) and the API key file (daemon/api_keys.h).
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <fstream>
+#include <string>
+
+#include "daemon/api_keys.h"
+#include "daemon/openai_request.h"
+#include "daemon/openai_response.h"
+#include "support/temp_dir.h"
+
+namespace sift::daemon {
+namespace {
+
+using json = nlohmann::json;
+
+struct Parsed {
+  Status status;
+  OpenAiRequest request;
+  std::string param;
+};
+
+Parsed Chat(const json& body, int64_t deadline_ms = 0) {
+  Parsed p;
+  p.status = ParseOpenAiRequest(OpenAiEndpoint::kChat, body.dump(), "chatcmpl-1", deadline_ms,
+                                &p.request, &p.param);
+  return p;
+}
+
+Parsed Completion(const json& body) {
+  Parsed p;
+  p.status = ParseOpenAiRequest(OpenAiEndpoint::kCompletions, body.dump(), "cmpl-1", 0, &p.request,
+                                &p.param);
+  return p;
+}
+
+json UserChat(const std::string& model = "full") {
+  return {{"model", model}, {"messages", {{{"role", "user"}, {"content", "Hi"}}}}};
+}
+
+TEST(OpenAiRequestTest, ChatMapsEveryField) {
+  json body = {
+      {"model", "sift/recent"},
+      {"messages",
+       {{{"role", "developer"}, {"content", "Be brief."}},
+        {{"role", "user"},
+         {"content",
+          {{{"type", "text"}, {"text", "Hello, "}}, {{"type", "text"}, {"text", "world"}}}}},
+        {{"role", "assistant"}, {"content", nullptr}},
+        {{"role", "user"}, {"content", "Again?"}}}},
+      {"max_completion_tokens", 12},
+      {"max_tokens", 99},
+      {"temperature", 0},
+      {"top_p", 0.5},
+      {"seed", 7},
+      {"stop", {"\n\n", "END"}},
+      {"n", 1},
+      {"stream", true},
+      {"stream_options", {{"include_usage", true}}},
+      {"presence_penalty", 0},
+      {"user", "ignored"},
+      {"sift",
+       {{"params", {{"select", {{"keep_ratio", 0.2}}}}},
+        {"deadline_ms", 9000},
+        {"top_k", 40},
+        {"ignore_eos", true}}}};
+  Parsed p = Chat(body, 5000);
+  ASSERT_TRUE(p.status.ok()) << p.status.ToString();
+  const GenerateRequest& g = p.request.generate;
+  EXPECT_EQ(p.request.model, "sift/recent");
+  EXPECT_EQ(g.pipeline, "recent");
+  EXPECT_EQ(g.id, "chatcmpl-1");
+  ASSERT_EQ(g.input, InputKind::kMessages);
+  ASSERT_EQ(g.messages.size(), 4u);
+  EXPECT_EQ(g.messages[0].role, "system");
+  EXPECT_EQ(g.messages[1].content, "Hello, world");
+  EXPECT_EQ(g.messages[2].role, "assistant");
+  EXPECT_EQ(g.messages[2].content, "");
+  EXPECT_EQ(g.max_tokens, 12);  // max_completion_tokens wins
+  EXPECT_DOUBLE_EQ(g.temperature, 0);
+  EXPECT_DOUBLE_EQ(g.top_p, 0.5);
+  EXPECT_EQ(g.seed, 7u);
+  EXPECT_EQ(g.top_k, 40);
+  EXPECT_TRUE(g.ignore_eos);
+  EXPECT_EQ(g.stop, std::vector<std::string>({"\n\n", "END"}));
+  EXPECT_EQ(g.params["select"]["keep_ratio"], 0.2);
+  EXPECT_EQ(g.deadline_ms, 5000);  // the smaller of header and field
+  EXPECT_TRUE(g.stream);
+  EXPECT_TRUE(p.request.stream);
+  EXPECT_TRUE(p.request.include_usage);
+}
+
+TEST(OpenAiRequestTest, Defaults) {
+  Parsed chat = Chat(UserChat());
+  ASSERT_TRUE(chat.status.ok()) << chat.status.ToString();
+  EXPECT_DOUBLE_EQ(chat.request.generate.temperature, 1.0);  // OpenAI's default
+  EXPECT_EQ(chat.request.generate.max_tokens, 1 << 20);      // until the context is full
+  EXPECT_FALSE(chat.request.stream);
+  EXPECT_FALSE(chat.request.generate.stream);  // no chunks for a whole response
+  EXPECT_EQ(chat.request.generate.deadline_ms, 0);
+
+  Parsed completion = Completion({{"model", "full"}, {"prompt", "Once upon"}});
+  ASSERT_TRUE(completion.status.ok());
+  EXPECT_EQ(completion.request.generate.input, InputKind::kPrompt);
+  EXPECT_EQ(completion.request.generate.prompt, "Once upon");
+  EXPECT_EQ(completion.request.generate.max_tokens, kOpenAiCompletionsDefaultMaxTokens);
+}
+
+TEST(OpenAiRequestTest, CompletionPromptForms) {
+  Parsed one = Completion({{"model", "full"}, {"prompt", {"only one"}}});
+  ASSERT_TRUE(one.status.ok());
+  EXPECT_EQ(one.request.generate.prompt, "only one");
+  Parsed ids = Completion({{"model", "full"}, {"prompt", {1, 2, 3}}});
+  ASSERT_TRUE(ids.status.ok());
+  EXPECT_EQ(ids.request.generate.input, InputKind::kTokens);
+  EXPECT_EQ(ids.request.generate.tokens, std::vector<int32_t>({1, 2, 3}));
+  Parsed nested = Completion({{"model", "full"}, {"prompt", {{4, 5}}}});
+  ASSERT_TRUE(nested.status.ok());
+  EXPECT_EQ(nested.request.generate.tokens, std::vector<int32_t>({4, 5}));
+
+  Parsed batch = Completion({{"model", "full"}, {"prompt", {"a", "b"}}});
+  EXPECT_EQ(batch.status.reason(), "unsupported");
+  EXPECT_EQ(batch.param, "prompt");
+  Parsed negative = Completion({{"model", "full"}, {"prompt", {1, -2}}});
+  EXPECT_EQ(negative.status.reason(), "bad_field");
+  EXPECT_EQ(negative.param, "prompt[1]");  // the SIFT/1 name "tokens[1]" renamed
+}
+
+TEST(OpenAiRequestTest, ErrorsNameTheOpenAiField) {
+  struct Case {
+    json patch;
+    std::string reason, param;
+  };
+  const Case cases[] = {
+      {{{"temperature", 500}}, "bad_field", "temperature"},
+      {{{"top_p", 0}}, "bad_field", "top_p"},
+      {{{"seed", -1}}, "bad_field", "seed"},
+      {{{"max_tokens", 0}}, "bad_field", "max_tokens"},
+      {{{"max_completion_tokens", "ten"}}, "bad_field", "max_completion_tokens"},
+      {{{"stop", {1}}}, "bad_field", "stop"},
+      {{{"stream", "yes"}}, "bad_field", "stream"},
+      {{{"stream_options", {{"include_usage", 1}}}}, "bad_field", "stream_options.include_usage"},
+      {{{"n", 2}}, "unsupported", "n"},
+      {{{"logprobs", true}}, "unsupported", "logprobs"},
+      {{{"tools", {{{"type", "function"}}}}}, "unsupported", "tools"},
+      {{{"frequency_penalty", 0.5}}, "unsupported", "frequency_penalty"},
+      {{{"response_format", {{"type", "json_object"}}}}, "unsupported", "response_format"},
+      {{{"logit_bias", {{"42", 1}}}}, "unsupported", "logit_bias"},
+      {{{"sift", {{"params", {{"select", 3}}}}}}, "bad_field", "sift.params.select"},
+      {{{"sift", {{"deadline_ms", -5}}}}, "bad_field", "sift.deadline_ms"},
+      {{{"sift", {{"top_k", -1}}}}, "bad_field", "sift.top_k"},
+      {{{"sift", {{"keep_ratio", 0.2}}}}, "bad_field", "sift.keep_ratio"},
+      {{{"sift", 1}}, "bad_field", "sift"},
+      {{{"model", 7}}, "bad_field", "model"},
+      {{{"model", "sift/"}}, "bad_field", "model"},
+      {{{"messages", json::array()}}, "bad_field", "messages"},
+      {{{"messages", {{{"role", "tool"}, {"content", "x"}}}}}, "unsupported", "messages[0].role"},
+      {{{"messages", {{{"role", "user"}, {"content", {{{"type", "image_url"}}}}}}}},
+       "unsupported",
+       "messages[0].content[0]"},
+      {{{"messages", {{{"role", "user"}}}}}, "bad_field", "messages[0].content"},
+  };
+  for (const Case& c : cases) {
+    json body = UserChat();
+    body.update(c.patch);
+    Parsed p = Chat(body);
+    EXPECT_EQ(p.status.code(), StatusCode::kInvalidArgument) << c.patch.dump();
+    EXPECT_EQ(p.status.reason(), c.reason) << c.patch.dump() << ": " << p.status.message();
+    EXPECT_EQ(p.param, c.param) << c.patch.dump() << ": " << p.status.message();
+    EXPECT_NE(p.status.message().find(c.param), std::string::npos) << p.status.message();
+  }
+  json no_model = UserChat();
+  no_model.erase("model");
+  EXPECT_EQ(Chat(no_model).status.reason(), "missing_field");
+  EXPECT_EQ(Chat(no_model).param, "model");
+}
+
+TEST(OpenAiRequestTest, RejectsBadJsonAndDeepNesting) {
+  OpenAiRequest r;
+  std::string param;
+  for (const std::string& body :
+       {std::string("{"), std::string("[1,2]"), std::string("\xff\xfe"), std::string("")}) {
+    Status s = ParseOpenAiRequest(OpenAiEndpoint::kChat, body, "x", 0, &r, &param);
+    EXPECT_EQ(s.reason(), "bad_json") << body;
+  }
+  const std::string deep = std::string(100000, '[') + std::string(100000, ']');
+  EXPECT_TRUE(JsonTooDeep(deep, kOpenAiMaxJsonDepth));
+  EXPECT_EQ(ParseOpenAiRequest(OpenAiEndpoint::kChat, deep, "x", 0, &r, &param).reason(),
+            "too_deep");
+  // Brackets inside strings (with escaped quotes) do not count.
+  EXPECT_FALSE(JsonTooDeep(R"({"a": "[[[[[[\"[[[[[[", "b": [[1]]})", 3));
+  EXPECT_TRUE(JsonTooDeep(R"({"a": [[[1]]]})", 3));
+}
+
+// ---- responses ----
+
+json Final() {
+  return {{"type", "final"},
+          {"id", "chatcmpl-1"},
+          {"pipeline", "recent"},
+          {"text", "Blue."},
+          {"finish_reason", "context_full"},
+          {"usage", {{"prompt_tokens", 10}, {"completion_tokens", 2}, {"total_tokens", 12}}},
+          {"stats",
+           {{"ttft_ms", 12.5},
+            {"tokens_kept", 8},
+            {"kv_bytes", 1000},
+            {"stages", {{{"stage", "prefill"}, {"ms", 3.0}}}}}}};
+}
+
+TEST(OpenAiResponseTest, ChatCompletionBody) {
+  OpenAiReply reply{OpenAiEndpoint::kChat, "chatcmpl-1", "sift/recent", 1700000000, false};
+  json body = CompletionBody(reply, Final());
+  EXPECT_EQ(body["object"], "chat.completion");
+  EXPECT_EQ(body["model"], "sift/recent");
+  EXPECT_EQ(body["created"], 1700000000);
+  ASSERT_EQ(body["choices"].size(), 1u);
+  EXPECT_EQ(body["choices"][0]["message"], json({{"role", "assistant"}, {"content", "Blue."}}));
+  EXPECT_EQ(body["choices"][0]["finish_reason"], "length");
+  EXPECT_EQ(body["usage"]["prompt_tokens"], 10);
+  EXPECT_EQ(body["usage"]["completion_tokens"], 2);
+  EXPECT_EQ(body["usage"]["total_tokens"], 12);
+  EXPECT_EQ(body["usage"]["sift"]["ttft_ms"], 12.5);
+  EXPECT_EQ(body["usage"]["sift"]["tokens_kept"], 8);
+  EXPECT_EQ(body["usage"]["sift"]["kv_bytes"], 1000);
+  EXPECT_EQ(body["usage"]["sift"]["stages"][0]["ms"], 3.0);
+  EXPECT_EQ(body["usage"]["sift"]["finish_reason"], "context_full");
+  EXPECT_EQ(body["usage"]["sift"]["pipeline"], "recent");
+}
+
+TEST(OpenAiResponseTest, CompletionBodyAndChunks) {
+  OpenAiReply reply{OpenAiEndpoint::kCompletions, "cmpl-1", "full", 1, true};
+  json final_header = Final();
+  final_header["finish_reason"] = "stop";
+  json body = CompletionBody(reply, final_header);
+  EXPECT_EQ(body["object"], "text_completion");
+  EXPECT_EQ(body["choices"][0]["text"], "Blue.");
+  EXPECT_EQ(body["choices"][0]["finish_reason"], "stop");
+  json chunk = DeltaChunk(reply, "Bl", true);
+  EXPECT_EQ(chunk["object"], "text_completion");
+  EXPECT_EQ(chunk["choices"][0]["text"], "Bl");
+  EXPECT_TRUE(chunk["choices"][0]["finish_reason"].is_null());
+  EXPECT_TRUE(chunk.contains("usage") && chunk["usage"].is_null());  // include_usage
+}
+
+TEST(OpenAiResponseTest, ChatStreamChunks) {
+  OpenAiReply reply{OpenAiEndpoint::kChat, "chatcmpl-1", "full", 1, false};
+  json first = DeltaChunk(reply, "Bl", true);
+  EXPECT_EQ(first["object"], "chat.completion.chunk");
+  EXPECT_EQ(first["choices"][0]["delta"], json({{"role", "assistant"}, {"content", "Bl"}}));
+  EXPECT_FALSE(first.contains("usage"));
+  json next = DeltaChunk(reply, "ue", false);
+  EXPECT_EQ(next["choices"][0]["delta"], json({{"content", "ue"}}));
+  json finish = FinishChunk(reply, Final());
+  EXPECT_EQ(finish["choices"][0]["delta"], json::object());
+  EXPECT_EQ(finish["choices"][0]["finish_reason"], "length");
+  json usage = UsageChunk(reply, Final());
+  EXPECT_EQ(usage["choices"], json::array());
+  EXPECT_EQ(usage["usage"]["total_tokens"], 12);
+}
+
+TEST(OpenAiResponseTest, SseFraming) {
+  const std::string event = SseData({{"text", "line1\nline2"}, {"bad", std::string("\xff")}});
+  EXPECT_EQ(event.rfind("data: ", 0), 0u);
+  ASSERT_GE(event.size(), 2u);
+  EXPECT_EQ(event.substr(event.size() - 2), "\n\n");
+  // One line: the JSON escapes newlines; invalid UTF-8 becomes U+FFFD instead of throwing.
+  EXPECT_EQ(event.find('\n'), event.size() - 2);
+  const json back = json::parse(event.substr(6));
+  EXPECT_EQ(back["text"], "line1\nline2");
+  EXPECT_EQ(back["bad"], "\xEF\xBF\xBD");
+  EXPECT_EQ(std::string(kSseDone), "data: [DONE]\n\n");
+  EXPECT_EQ(kSseKeepAlive.front(), ':');  // an SSE comment: clients ignore it
+}
+
+TEST(OpenAiResponseTest, ErrorsAndStatuses) {
+  EXPECT_EQ(ErrorStatus(StatusCode::kInvalidArgument, "bad_field"), 400);
+  EXPECT_EQ(ErrorStatus(StatusCode::kInvalidArgument, "message_too_large"), 413);
+  EXPECT_EQ(ErrorStatus(StatusCode::kNotFound, "unknown_pipeline"), 404);
+  EXPECT_EQ(ErrorStatus(StatusCode::kResourceExhausted, "queue_full"), 429);
+  EXPECT_EQ(ErrorStatus(StatusCode::kResourceExhausted, "out_of_memory"), 503);
+  EXPECT_EQ(ErrorStatus(StatusCode::kUnavailable, "shutting_down"), 503);
+  EXPECT_EQ(ErrorStatus(StatusCode::kDeadlineExceeded, "deadline"), 504);
+  EXPECT_EQ(ErrorStatus(StatusCode::kInternal, "internal"), 500);
+
+  OpenAiError full = ErrorFromHeader({{"type", "error"},
+                                      {"code", "RESOURCE_EXHAUSTED"},
+                                      {"reason", "queue_full"},
+                                      {"message", "the admission queue is full"},
+                                      {"retry_after_ms", 1500},
+                                      {"details", {{"queue_size", 64}}}});
+  EXPECT_EQ(full.status, 429);
+  EXPECT_EQ(full.retry_after_ms, 1500);
+  EXPECT_EQ(full.body["error"]["type"], "rate_limit_error");
+  EXPECT_EQ(full.body["error"]["code"], "queue_full");
+  EXPECT_EQ(full.body["error"]["message"], "the admission queue is full");
+  EXPECT_EQ(full.body["error"]["sift"]["details"]["queue_size"], 64);
+
+  OpenAiError unknown = ErrorFromHeader({{"type", "error"},
+                                         {"code", "NOT_FOUND"},
+                                         {"reason", "unknown_pipeline"},
+                                         {"message", "no valid pipeline named 'x'"}});
+  EXPECT_EQ(unknown.status, 404);
+  EXPECT_EQ(unknown.body["error"]["code"], "model_not_found");
+  EXPECT_EQ(unknown.body["error"]["param"], "model");
+  EXPECT_EQ(unknown.body["error"]["type"], "invalid_request_error");
+
+  OpenAiError drain = ErrorFromHeader(
+      {{"code", "UNAVAILABLE"}, {"reason", "shutting_down"}, {"message", "draining"}});
+  EXPECT_EQ(drain.status, 503);
+  EXPECT_EQ(drain.retry_after_ms, -1);  // retry elsewhere, not here
+
+  OpenAiError bad = MakeError(Status(StatusCode::kInvalidArgument, "bad_field", "m"), "top_p");
+  EXPECT_EQ(bad.status, 400);
+  EXPECT_EQ(bad.body["error"]["param"], "top_p");
+  OpenAiError auth = HttpLevelError(401, "invalid_api_key", "no key");
+  EXPECT_EQ(auth.status, 401);
+  EXPECT_EQ(auth.body["error"]["type"], "authentication_error");
+  EXPECT_EQ(auth.body["error"]["code"], "invalid_api_key");
+}
+
+TEST(OpenAiResponseTest, ModelsListValidPipelines) {
+  json listing = {
+      {"pipelines",
+       {{{"name", "full"},
+         {"ok", true},
+         {"description", "d"},
+         {"stages", {{{"name", "prefill"}, {"kind", "prefill"}, {"plugin", "prefill_full"}}}}},
+        {{"name", "broken"}, {"ok", false}}}},
+      {"model", {{"name", "SmolLM2"}, {"path", "models/x.gguf"}, {"n_ctx", 8192}}}};
+  json models = ModelsBody(listing, 42);
+  EXPECT_EQ(models["object"], "list");
+  ASSERT_EQ(models["data"].size(), 1u);
+  EXPECT_EQ(models["data"][0]["id"], "full");
+  EXPECT_EQ(models["data"][0]["object"], "model");
+  EXPECT_EQ(models["data"][0]["created"], 42);
+  EXPECT_EQ(models["data"][0]["sift"]["model"], "SmolLM2");
+  EXPECT_EQ(models["data"][0]["sift"]["stages"][0]["plugin"], "prefill_full");
+}
+
+// ---- API keys ----
+
+TEST(ApiKeysTest, LoadsAndAuthorizes) {
+  sift::testing::TempDir dir;
+  const std::string path = dir.path() + "/keys";
+  {
+    std::ofstream out(path);
+    out << "# operators\n\n  sk-0123456789abcdef  \nsk-second-key-0000000\n";
+  }
+  ApiKeys keys;
+  ASSERT_TRUE(keys.Load(path).ok());
+  EXPECT_EQ(keys.size(), 2u);
+  EXPECT_TRUE(keys.Authorizes("Bearer sk-0123456789abcdef"));
+  EXPECT_TRUE(keys.Authorizes("bearer sk-second-key-0000000"));
+  EXPECT_FALSE(keys.Authorizes("Bearer sk-0123456789abcdeX"));
+  EXPECT_FALSE(keys.Authorizes("Bearer sk-0123456789abcde"));
+  EXPECT_FALSE(keys.Authorizes("Basic sk-0123456789abcdef"));
+  EXPECT_FALSE(keys.Authorizes(""));
+  EXPECT_FALSE(keys.Authorizes("Bearer "));
+
+  {
+    std::ofstream out(path);
+    out << "short\n";
+  }
+  EXPECT_EQ(keys.Load(path).reason(), "api_keys");
+  {
+    std::ofstream out(path);
+    out << "# nothing\n";
+  }
+  EXPECT_EQ(keys.Load(path).reason(), "api_keys");
+  EXPECT_EQ(keys.Load(dir.path() + "/missing").reason(), "api_keys");
+}
+
+}  // namespace
+}  // namespace sift::daemon
