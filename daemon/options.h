@@ -46,6 +46,12 @@ struct DaemonOptions {
   std::string curve_secret_key;
   std::string curve_client_keys;
   std::string make_curve_keys;  // PREFIX: write a key pair and exit
+  // OpenAI-compatible HTTP port (docs/openai.md); off unless `openai` is set.
+  std::string openai;  // host:port; "" or "off" disables
+  std::string openai_api_keys;
+  int64_t openai_max_body_bytes = 16ll << 20;
+  int openai_max_connections = 512;
+  int openai_timeout_ms = 30000;
   // Operations.
   std::string log_level = "info";
   std::string ready_file;
