@@ -350,6 +350,7 @@ void OpenAiSession::ReadHeader() {
   idle_ = true;
   endpoint_ = "other";
   request_id_.clear();
+  buffer_.shrink_to_fit();  // a large body's buffer is not kept by an idle connection
   parser_.emplace();
   parser_->header_limit(kHeaderLimit);
   parser_->body_limit(static_cast<uint64_t>(server_.options().max_body_bytes));

@@ -5,10 +5,12 @@
 
 #include <fstream>
 #include <string>
+#include <vector>
 
 #include "daemon/api_keys.h"
 #include "daemon/openai_request.h"
 #include "daemon/openai_response.h"
+#include "daemon/options.h"
 #include "support/temp_dir.h"
 
 namespace sift::daemon {
@@ -371,6 +373,37 @@ TEST(ApiKeysTest, LoadsAndAuthorizes) {
   }
   EXPECT_EQ(keys.Load(path).reason(), "api_keys");
   EXPECT_EQ(keys.Load(dir.path() + "/missing").reason(), "api_keys");
+}
+
+// ---- siftd options ----
+
+ParseResult ParseArgs(std::vector<std::string> args, DaemonOptions* o, std::string* message) {
+  args.insert(args.begin(), "siftd");
+  std::vector<const char*> argv;
+  for (const std::string& a : args) argv.push_back(a.c_str());
+  return ParseOptions(static_cast<int>(argv.size()), argv.data(), o, message);
+}
+
+TEST(OpenAiOptionsTest, OffByDefaultAndParsed) {
+  DaemonOptions o;
+  std::string message;
+  ASSERT_EQ(ParseArgs({}, &o, &message), ParseResult::kRun) << message;
+  EXPECT_EQ(o.openai, "");
+  ASSERT_EQ(ParseArgs({"--openai", "127.0.0.1:7702", "--openai-api-keys", "/etc/keys",
+                       "--openai-max-body-bytes", "4096", "--openai-max-connections", "8",
+                       "--openai-timeout-ms", "500"},
+                      &o, &message),
+            ParseResult::kRun)
+      << message;
+  EXPECT_EQ(o.openai, "127.0.0.1:7702");
+  EXPECT_EQ(o.openai_api_keys, "/etc/keys");
+  EXPECT_EQ(o.openai_max_body_bytes, 4096);
+  EXPECT_EQ(o.openai_max_connections, 8);
+  EXPECT_EQ(o.openai_timeout_ms, 500);
+  EXPECT_EQ(ParseArgs({"--openai-timeout-ms", "5"}, &o, &message), ParseResult::kError);
+  EXPECT_EQ(ParseArgs({"--openai-max-connections", "0"}, &o, &message), ParseResult::kError);
+  EXPECT_EQ(ParseArgs({"--help"}, &o, &message), ParseResult::kExitOk);
+  EXPECT_NE(message.find("--openai-api-keys"), std::string::npos);
 }
 
 }  // namespace
