@@ -8,6 +8,7 @@
 #include <boost/beast/http.hpp>
 #include <cctype>
 #include <chrono>
+#include <cstdio>
 #include <deque>
 #include <mutex>
 #include <optional>
@@ -229,7 +230,9 @@ class OpenAiSession : public std::enable_shared_from_this<OpenAiSession> {
 
  private:
   struct Write {
-    enum Kind { kResponse, kStreamHeader, kChunk, kLastChunk, kRaw } kind = kRaw;
+    // kBytes: bytes as they go on the wire (stream pieces, already chunk-framed); consecutive
+    // ones are sent with one write.
+    enum Kind { kResponse, kStreamHeader, kBytes } kind = kBytes;
     std::shared_ptr<http::response<http::string_body>> response;
     std::shared_ptr<http::response<http::empty_body>> header;
     std::shared_ptr<http::response_serializer<http::empty_body>> serializer;
@@ -657,16 +660,24 @@ void OpenAiSession::StartStream() {
   Queue(std::move(write));
 }
 
+// HTTP/1.1 chunked transfer coding (RFC 9112 section 7.1): size in hex, CRLF, data, CRLF; a
+// zero-size chunk ends the body. HTTP/1.0 streams are raw bytes ended by closing.
 void OpenAiSession::StreamData(std::string data) {
+  if (data.empty()) return;
   Write write;
-  write.kind = version_ >= 11 ? Write::kChunk : Write::kRaw;
-  write.data = std::move(data);
+  if (version_ >= 11) {
+    char size[32];
+    std::snprintf(size, sizeof(size), "%zx\r\n", data.size());
+    write.data = size + data + "\r\n";
+  } else {
+    write.data = std::move(data);
+  }
   Queue(std::move(write));
 }
 
 void OpenAiSession::EndStream() {
   Write write;
-  write.kind = version_ >= 11 ? Write::kLastChunk : Write::kRaw;
+  if (version_ >= 11) write.data = "0\r\n\r\n";
   write.ends_response = true;
   Queue(std::move(write));
 }
@@ -698,6 +709,20 @@ void OpenAiSession::DoWrite() {
     self->ClientGone("not_reading");
     self->Close();
   });
+  if (writes_.front().kind == Write::kBytes) {
+    // Everything queued behind it goes with it (the final's finish, usage and [DONE] events).
+    std::string merged;
+    bool ends = false;
+    while (!writes_.empty() && writes_.front().kind == Write::kBytes && !ends) {
+      merged += writes_.front().data;
+      ends = writes_.front().ends_response;
+      writes_.pop_front();
+    }
+    Write combined;
+    combined.data = std::move(merged);
+    combined.ends_response = ends;
+    writes_.push_front(std::move(combined));
+  }
   Write& w = writes_.front();
   auto done = [self = shared_from_this()](const error_code& ec, size_t) { self->OnWrite(ec); };
   switch (w.kind) {
@@ -707,13 +732,7 @@ void OpenAiSession::DoWrite() {
     case Write::kStreamHeader:
       http::async_write_header(socket_, *w.serializer, std::move(done));
       break;
-    case Write::kChunk:
-      asio::async_write(socket_, http::make_chunk(asio::buffer(w.data)), std::move(done));
-      break;
-    case Write::kLastChunk:
-      asio::async_write(socket_, http::make_chunk_last(), std::move(done));
-      break;
-    case Write::kRaw:
+    case Write::kBytes:
       asio::async_write(socket_, asio::buffer(w.data), std::move(done));
       break;
   }
