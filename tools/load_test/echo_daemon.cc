@@ -3,11 +3,13 @@
 // own overhead: protocol + dispatch with no model compute.
 //
 //   sift-echo-daemon --ready-file FILE [--bind tcp://127.0.0.1:*] [--workers 1]
-//                    [--queue-size 64]
+//                    [--queue-size 64] [--openai 127.0.0.1:0]
 //
 // Its one pipeline, "echo", streams the words of the prompt (or question) back as chunks and
 // ends with a final whose stats carry one stage ("echo", the time the backend took) and the
-// same timing fields as siftd's. Runs until SIGTERM/SIGINT (graceful drain).
+// same timing fields as siftd's. With --openai it also serves siftd's OpenAI-compatible HTTP
+// port (daemon/openai_server.h) on the same front end. Runs until SIGTERM/SIGINT (graceful
+// drain).
 #include <signal.h>
 #include <unistd.h>
 
@@ -20,6 +22,7 @@
 
 #include "daemon/front_end.h"
 #include "daemon/log.h"
+#include "daemon/openai_server.h"
 
 namespace {
 
@@ -80,6 +83,7 @@ int main(int argc, char** argv) {
   FrontEndOptions o;
   o.endpoints = {"tcp://127.0.0.1:*"};
   std::string ready_file;
+  OpenAiServerOptions openai_options;
   for (int i = 1; i + 1 < argc; i += 2) {
     const std::string k = argv[i], v = argv[i + 1];
     if (k == "--ready-file") {
@@ -90,10 +94,12 @@ int main(int argc, char** argv) {
       o.workers = std::atoi(v.c_str());
     } else if (k == "--queue-size") {
       o.queue_size = std::atoll(v.c_str());
+    } else if (k == "--openai") {
+      openai_options.address = v;
     } else {
       std::fprintf(stderr,
                    "usage: sift-echo-daemon --ready-file F [--bind E] [--workers N] "
-                   "[--queue-size N]\n");
+                   "[--queue-size N] [--openai HOST:PORT]\n");
       return 2;
     }
   }
@@ -111,13 +117,26 @@ int main(int argc, char** argv) {
     std::fprintf(stderr, "sift-echo-daemon: %s\n", st.ToString().c_str());
     return 1;
   }
+  std::unique_ptr<OpenAiServer> openai;
+  if (!openai_options.address.empty()) {
+    openai = std::make_unique<OpenAiServer>(openai_options, front_end, backend, metrics);
+    st = openai->Start();
+    if (!st.ok()) {
+      std::fprintf(stderr, "sift-echo-daemon: %s\n", st.ToString().c_str());
+      return 1;
+    }
+  }
   if (!ready_file.empty()) {
-    std::ofstream(ready_file + ".tmp")
-        << json({{"pid", ::getpid()}, {"endpoints", front_end.endpoints()}}).dump() << "\n";
+    std::ofstream(ready_file + ".tmp") << json({{"pid", ::getpid()},
+                                                {"endpoints", front_end.endpoints()},
+                                                {"openai", openai ? openai->address() : ""}})
+                                              .dump()
+                                       << "\n";
     std::rename((ready_file + ".tmp").c_str(), ready_file.c_str());
   }
   while (!g_signal) ::usleep(50000);
   front_end.BeginDrain();
   front_end.Wait();
+  if (openai) openai->Stop(2000);
   return 0;
 }
