@@ -91,4 +91,14 @@ start_daemon "$BUILD/bin/sift-echo-daemon" --bind 'tcp://127.0.0.1:*' --openai 1
   --label "The front ends alone: sift-echo-daemon (no model), streamed"
 stop_daemon
 
+cat >> "$SECTION" <<'TAIL'
+Reading: the "round trip - daemon e2e" rows are the cost of each transport and front end outside
+the daemon's request clock (HTTP: reading the request, writing the answer, the hop from the
+worker through the front end's I/O thread to the HTTP thread; ZeroMQ: the same through the
+DEALER/ROUTER sockets and the I/O thread). Parsing and admission are inside e2e on both paths;
+the HTTP path's extra step there (translating the OpenAI body into a SIFT/1 request) shows in
+the echo runs' e2e. With the model, the client round trips of the two paths differ by the
+model's run-to-run variation (hundreds of ms on a loaded 2-core machine), not by the transport;
+the p99 columns on a shared machine mostly measure scheduling delays.
+TAIL
 cat "$SECTION" > "$OUT"
