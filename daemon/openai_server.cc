@@ -17,6 +17,7 @@
 #include <unordered_map>
 
 #include "daemon/api_keys.h"
+#include "daemon/listen_address.h"
 #include "daemon/log.h"
 #include "daemon/openai_request.h"
 #include "daemon/openai_response.h"
@@ -37,35 +38,12 @@ constexpr int kLingerMs = 1000;  // after a closing error response: drain unread
 constexpr char kServerName[] = "siftd";
 constexpr char kDeadlineHeader[] = "X-Sift-Deadline-Ms";
 
-Status BadAddress(const std::string& message) {
-  return Status(StatusCode::kInvalidArgument, "bad_openai_address", message);
+Status BadOption(const std::string& message) {
+  return Status(StatusCode::kInvalidArgument, "bad_openai_option", message);
 }
 
-Status ParseAddress(const std::string& host_port, tcp::endpoint* endpoint) {
-  const size_t colon = host_port.rfind(':');
-  if (colon == std::string::npos || colon == 0) {
-    return BadAddress("--openai expects host:port (e.g. 127.0.0.1:7702), got '" + host_port + "'");
-  }
-  std::string host = host_port.substr(0, colon);
-  const std::string port_text = host_port.substr(colon + 1);
-  if (host.size() >= 2 && host.front() == '[' && host.back() == ']') {
-    host = host.substr(1, host.size() - 2);
-  }
-  if (host == "localhost") host = "127.0.0.1";
-  error_code ec;
-  const asio::ip::address address = asio::ip::make_address(host, ec);
-  if (ec) {
-    return BadAddress("--openai: '" + host +
-                      "' is not an IP address (use 127.0.0.1, ::1, 0.0.0.0 or an interface's "
-                      "address)");
-  }
-  if (port_text.empty() || port_text.size() > 5 ||
-      port_text.find_first_not_of("0123456789") != std::string::npos ||
-      std::stoul(port_text) > 65535) {
-    return BadAddress("--openai: bad port '" + port_text + "'");
-  }
-  *endpoint = tcp::endpoint(address, static_cast<uint16_t>(std::stoul(port_text)));
-  return Status::Ok();
+Status ParseAddress(const std::string& text, tcp::endpoint* endpoint) {
+  return ParseListenAddress(text, "--openai", "bad_openai_address", endpoint);
 }
 
 std::string RandomId(const char* prefix) {
@@ -989,10 +967,10 @@ Status OpenAiServer::CheckOptions(const OpenAiServerOptions& options) {
     SIFT_RETURN_IF_ERROR(keys.Load(options.api_keys_file));
   }
   if (options.max_body_bytes < 1024) {
-    return BadAddress("--openai-max-body-bytes must be at least 1024");
+    return BadOption("--openai-max-body-bytes must be at least 1024");
   }
-  if (options.max_connections < 1) return BadAddress("--openai-max-connections must be >= 1");
-  if (options.timeout_ms < 100) return BadAddress("--openai-timeout-ms must be >= 100");
+  if (options.max_connections < 1) return BadOption("--openai-max-connections must be >= 1");
+  if (options.timeout_ms < 100) return BadOption("--openai-timeout-ms must be >= 100");
   return Status::Ok();
 }
 

@@ -39,7 +39,7 @@ namespace sift::daemon {
 class OpenAiServerImpl;
 
 struct OpenAiServerOptions {
-  std::string address;        // host:port ("[::1]:8080" for IPv6); port 0 picks a free one
+  std::string address;  // host:port ("[::1]:8080" for IPv6) or a port (loopback); 0 = any free
   std::string api_keys_file;  // required for a non-loopback host; "" = no keys
   int64_t max_body_bytes = 16 << 20;
   int max_connections = 512;

@@ -71,9 +71,10 @@ ParseResult ParseOptions(int argc, const char* const* argv, DaemonOptions* o,
       "file of authorised client public keys, one per line");
 
   po::options_description openai("OpenAI-compatible HTTP (docs/openai.md)");
-  openai.add_options()("openai", po::value(&o->openai)->value_name("HOST:PORT"),
+  openai.add_options()("openai", po::value(&o->openai)->value_name("[HOST:]PORT"),
                        "serve /v1/chat/completions, /v1/completions and /v1/models here (off "
-                       "by default); a non-loopback host needs --openai-api-keys")(
+                       "by default; a bare port is on 127.0.0.1); a non-loopback host needs "
+                       "--openai-api-keys")(
       "openai-api-keys", po::value(&o->openai_api_keys)->value_name("FILE"),
       "file of accepted API keys (Authorization: Bearer), one per line")(
       "openai-max-body-bytes",

@@ -173,9 +173,11 @@ D = None  # the main daemon
 
 def setUpModule():
     global D
+    # A bare port: loopback.
     D = Daemon("--workers", "1", "--queue-size", "1", "--n-ctx", "1024",
                "--openai-timeout-ms", str(TIMEOUT_MS), "--openai-max-body-bytes", str(MAX_BODY),
-               "--openai-max-connections", str(MAX_CONNECTIONS))
+               "--openai-max-connections", str(MAX_CONNECTIONS), openai_address="0")
+    assert D.openai.startswith("127.0.0.1:"), D.openai
 
 
 def tearDownModule():
