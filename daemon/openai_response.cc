@@ -1,5 +1,9 @@
 #include "daemon/openai_response.h"
 
+#include <boost/asio/buffer.hpp>
+#include <boost/beast/core/buffers_to_string.hpp>
+#include <boost/beast/http/chunk_encode.hpp>
+
 namespace sift::daemon {
 namespace {
 
@@ -98,6 +102,16 @@ json UsageChunk(const OpenAiReply& reply, const json& final_header) {
 
 std::string SseData(const json& body) {
   return "data: " + body.dump(-1, ' ', false, json::error_handler_t::replace) + "\n\n";
+}
+
+std::string HttpChunk(std::string_view data) {
+  if (data.empty()) return "";
+  return boost::beast::buffers_to_string(
+      boost::beast::http::make_chunk(boost::asio::const_buffer(data.data(), data.size())));
+}
+
+std::string HttpLastChunk() {
+  return boost::beast::buffers_to_string(boost::beast::http::make_chunk_last());
 }
 
 int ErrorStatus(StatusCode code, const std::string& reason) {

@@ -46,6 +46,11 @@ nlohmann::json UsageChunk(const OpenAiReply& reply, const nlohmann::json& final_
 std::string SseData(const nlohmann::json& body);
 inline constexpr std::string_view kSseDone = "data: [DONE]\n\n";
 inline constexpr std::string_view kSseKeepAlive = ": keep-alive\n\n";
+// HTTP/1.1 chunked transfer coding of the stream's body (Beast's chunk encoder), as the bytes
+// that go on the wire, so that several events can leave in one write: HttpChunk frames one
+// piece ("" for empty input: an empty chunk would end the body), HttpLastChunk ends the body.
+std::string HttpChunk(std::string_view data);
+std::string HttpLastChunk();
 
 struct OpenAiError {
   int status = 500;

@@ -8,7 +8,6 @@
 #include <boost/beast/http.hpp>
 #include <cctype>
 #include <chrono>
-#include <cstdio>
 #include <deque>
 #include <mutex>
 #include <optional>
@@ -638,24 +637,18 @@ void OpenAiSession::StartStream() {
   Queue(std::move(write));
 }
 
-// HTTP/1.1 chunked transfer coding (RFC 9112 section 7.1): size in hex, CRLF, data, CRLF; a
-// zero-size chunk ends the body. HTTP/1.0 streams are raw bytes ended by closing.
+// HTTP/1.1: chunked transfer coding (HttpChunk); HTTP/1.0 streams are raw bytes ended by
+// closing.
 void OpenAiSession::StreamData(std::string data) {
   if (data.empty()) return;
   Write write;
-  if (version_ >= 11) {
-    char size[32];
-    std::snprintf(size, sizeof(size), "%zx\r\n", data.size());
-    write.data = size + data + "\r\n";
-  } else {
-    write.data = std::move(data);
-  }
+  write.data = version_ >= 11 ? HttpChunk(data) : std::move(data);
   Queue(std::move(write));
 }
 
 void OpenAiSession::EndStream() {
   Write write;
-  if (version_ >= 11) write.data = "0\r\n\r\n";
+  if (version_ >= 11) write.data = HttpLastChunk();
   write.ends_response = true;
   Queue(std::move(write));
 }
