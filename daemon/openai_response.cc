@@ -53,6 +53,11 @@ const char* ErrorType(int status) {
   }
 }
 
+std::string StringOr(const json& h, const char* key, const char* fallback) {
+  const auto it = h.find(key);  // end() for anything but an object
+  return it != h.end() && it->is_string() ? it->get<std::string>() : fallback;
+}
+
 }  // namespace
 
 std::string OpenAiFinishReason(const std::string& sift_finish_reason) {
@@ -168,7 +173,9 @@ OpenAiError MakeError(const Status& status, const std::string& param, const json
 
 OpenAiError ErrorFromHeader(const json& h) {
   StatusCode code = StatusCode::kInternal;
-  const std::string wire = h.value("code", "INTERNAL");
+  // The header comes from this daemon's front end; still, a malformed one (a remote worker of
+  // another build) gives a 500, never an exception.
+  const std::string wire = StringOr(h, "code", "INTERNAL");
   for (StatusCode c :
        {StatusCode::kCancelled, StatusCode::kInvalidArgument, StatusCode::kDeadlineExceeded,
         StatusCode::kNotFound, StatusCode::kAlreadyExists, StatusCode::kResourceExhausted,
@@ -176,8 +183,12 @@ OpenAiError ErrorFromHeader(const json& h) {
         StatusCode::kUnavailable}) {
     if (wire == StatusCodeName(c)) code = c;
   }
-  const Status status(code, h.value("reason", "internal"), h.value("message", ""));
-  return MakeError(status, "", h.value("details", json()), h.value("retry_after_ms", -1));
+  const Status status(code, StringOr(h, "reason", "internal"), StringOr(h, "message", ""));
+  const auto retry = h.find("retry_after_ms");
+  const int64_t retry_after_ms =
+      retry != h.end() && retry->is_number_integer() ? retry->get<int64_t>() : -1;
+  const auto details = h.find("details");
+  return MakeError(status, "", details != h.end() ? *details : json(), retry_after_ms);
 }
 
 OpenAiError HttpLevelError(int status, const std::string& code, const std::string& message) {

@@ -1,7 +1,12 @@
-// Unit tests of the OpenAI request translation (daemon/openai_request.h), the response and SSE
-// formatting (daemon/openai_response.h) and the API key file (daemon/api_keys.h).
+// Unit tests of the OpenAI request translation (daemon/openai_request.h), the response, SSE and
+// chunked-transfer framing and the error mapping (daemon/openai_response.h), the API key file
+// (daemon/api_keys.h) and siftd's --openai options.
 #include <gtest/gtest.h>
 #include <unistd.h>
+
+#include <boost/asio/buffer.hpp>
+#include <boost/beast/core/buffers_to_string.hpp>
+#include <boost/beast/http.hpp>
 
 #include <fstream>
 #include <string>
@@ -275,6 +280,161 @@ TEST(OpenAiResponseTest, SseFraming) {
   EXPECT_EQ(back["bad"], "\xEF\xBF\xBD");
   EXPECT_EQ(std::string(kSseDone), "data: [DONE]\n\n");
   EXPECT_EQ(kSseKeepAlive.front(), ':');  // an SSE comment: clients ignore it
+}
+
+TEST(OpenAiResponseTest, HttpChunkFraming) {
+  EXPECT_EQ(HttpChunk("abc"), "3\r\nabc\r\n");
+  EXPECT_EQ(HttpChunk(std::string(26, 'x')), "1a\r\n" + std::string(26, 'x') + "\r\n");  // hex
+  EXPECT_EQ(HttpChunk(""), "");  // an empty chunk would end the body
+  EXPECT_EQ(HttpLastChunk(), "0\r\n\r\n");
+}
+
+// A whole streamed response as the OpenAI port writes it (a chunked 200 header, one HTTP chunk
+// per event, several chunks merged into one write, the last chunk), read back by Beast's
+// response parser: every event is one `data: ` line with a JSON object, the text of the deltas
+// is the streamed text, and `data: [DONE]` is the last event.
+TEST(OpenAiResponseTest, StreamParsesAsChunkedSse) {
+  namespace http = boost::beast::http;
+  OpenAiReply reply{OpenAiEndpoint::kChat, "chatcmpl-9", "full", 1, true};
+  http::response<http::empty_body> header{http::status::ok, 11};
+  header.set(http::field::content_type, "text/event-stream");
+  header.chunked(true);
+  http::response_serializer<http::empty_body> serializer(header);
+  boost::beast::error_code ec;
+  std::string wire;
+  serializer.split(true);
+  while (!serializer.is_header_done()) {
+    serializer.next(ec, [&](boost::beast::error_code&, const auto& buffers) {
+      wire += boost::beast::buffers_to_string(buffers);
+      serializer.consume(boost::beast::buffer_bytes(buffers));
+    });
+    ASSERT_FALSE(ec) << ec.message();
+  }
+  const std::vector<std::string> pieces = {"Bl", "ue\n", "\"sky\" \xF0\x9F\x8C\x8A", "."};
+  for (size_t i = 0; i < pieces.size(); ++i) {
+    wire += HttpChunk(SseData(DeltaChunk(reply, pieces[i], i == 0)));
+  }
+  wire += HttpChunk(std::string(kSseKeepAlive));
+  json final_header = Final();
+  final_header["finish_reason"] = "stop";
+  wire += HttpChunk(SseData(FinishChunk(reply, final_header))) +
+          HttpChunk(SseData(UsageChunk(reply, final_header))) + HttpChunk(kSseDone) +
+          HttpLastChunk();
+
+  http::response_parser<http::string_body> parser;
+  parser.eager(true);
+  const size_t used = parser.put(boost::asio::buffer(wire), ec);
+  ASSERT_FALSE(ec) << ec.message();
+  ASSERT_TRUE(parser.is_done());
+  EXPECT_EQ(used, wire.size());
+  const std::string body = parser.get().body();
+
+  std::vector<std::string> events;
+  for (size_t start = 0; start < body.size();) {
+    const size_t end = body.find("\n\n", start);
+    ASSERT_NE(end, std::string::npos) << "an unterminated event: " << body.substr(start);
+    events.push_back(body.substr(start, end - start));
+    start = end + 2;
+  }
+  ASSERT_EQ(events.size(), pieces.size() + 4);
+  EXPECT_EQ(events.back(), "data: [DONE]");
+  std::string text;
+  std::vector<json> chunks;
+  for (size_t i = 0; i + 1 < events.size(); ++i) {
+    if (events[i].rfind(':', 0) == 0) continue;  // the keep-alive comment
+    ASSERT_EQ(events[i].rfind("data: {", 0), 0u) << events[i];
+    EXPECT_EQ(events[i].find('\n'), std::string::npos) << events[i];
+    chunks.push_back(json::parse(events[i].substr(6)));
+  }
+  ASSERT_EQ(chunks.size(), pieces.size() + 2);
+  for (const json& c : chunks) {
+    EXPECT_EQ(c["id"], "chatcmpl-9");
+    if (!c["choices"].empty()) text += c["choices"][0]["delta"].value("content", "");
+  }
+  EXPECT_EQ(text, "Blue\n\"sky\" \xF0\x9F\x8C\x8A.");
+  EXPECT_EQ(chunks.front()["choices"][0]["delta"]["role"], "assistant");
+  EXPECT_EQ(chunks[chunks.size() - 2]["choices"][0]["finish_reason"], "stop");
+  EXPECT_EQ(chunks.back()["choices"], json::array());
+  EXPECT_EQ(chunks.back()["usage"]["completion_tokens"], 2);
+}
+
+// Every SIFT/1 status code has an HTTP status and an OpenAI error type; 429 and 503 say when to
+// retry except while draining (a retry belongs on another server then).
+TEST(OpenAiResponseTest, EveryStatusCodeMaps) {
+  struct Case {
+    StatusCode code;
+    const char* reason;
+    int status;
+    const char* type;
+    bool retry_after;
+  };
+  const Case cases[] = {
+      {StatusCode::kCancelled, "cancelled", 499, "invalid_request_error", false},
+      {StatusCode::kInvalidArgument, "bad_field", 400, "invalid_request_error", false},
+      {StatusCode::kInvalidArgument, "message_too_large", 413, "invalid_request_error", false},
+      {StatusCode::kInvalidArgument, "prompt_too_long", 400, "invalid_request_error", false},
+      {StatusCode::kDeadlineExceeded, "deadline", 504, "timeout_error", false},
+      {StatusCode::kNotFound, "unknown_pipeline", 404, "invalid_request_error", false},
+      {StatusCode::kAlreadyExists, "duplicate_id", 409, "invalid_request_error", false},
+      {StatusCode::kResourceExhausted, "queue_full", 429, "rate_limit_error", true},
+      {StatusCode::kResourceExhausted, "out_of_memory", 503, "server_error", true},
+      {StatusCode::kFailedPrecondition, "pipeline_invalid", 400, "invalid_request_error", false},
+      {StatusCode::kUnimplemented, "unimplemented", 501, "server_error", false},
+      {StatusCode::kInternal, "internal", 500, "server_error", false},
+      {StatusCode::kUnavailable, "worker_lost", 503, "server_error", true},
+      {StatusCode::kUnavailable, "shutting_down", 503, "server_error", false},
+  };
+  for (const Case& c : cases) {
+    const std::string what = std::string(StatusCodeName(c.code)) + "/" + c.reason;
+    // The same mapping whether the error is made here or arrives as a SIFT/1 error header.
+    const OpenAiError made = MakeError(Status(c.code, c.reason, "m"), "");
+    const OpenAiError from_header = ErrorFromHeader({{"type", "error"},
+                                                     {"code", StatusCodeName(c.code)},
+                                                     {"reason", c.reason},
+                                                     {"message", "m"}});
+    for (const OpenAiError& e : {made, from_header}) {
+      EXPECT_EQ(e.status, c.status) << what;
+      EXPECT_EQ(e.body["error"]["type"], c.type) << what;
+      EXPECT_EQ(e.body["error"]["sift"]["code"], StatusCodeName(c.code)) << what;
+      EXPECT_EQ(e.body["error"]["sift"]["reason"], c.reason) << what;
+      EXPECT_EQ(e.retry_after_ms >= 0, c.retry_after) << what;
+      EXPECT_TRUE(e.body["error"]["message"].is_string()) << what;
+    }
+  }
+  // An error header from a newer peer with a code this build does not know: a 500, not a crash.
+  const OpenAiError odd = ErrorFromHeader({{"code", "SOMETHING_NEW"}, {"reason", 7}});
+  EXPECT_EQ(odd.status, 500);
+  EXPECT_EQ(ErrorFromHeader(json::object()).status, 500);
+
+  struct HttpCase {
+    int status;
+    const char* type;
+  };
+  for (const HttpCase& c :
+       {HttpCase{400, "invalid_request_error"}, HttpCase{401, "authentication_error"},
+        HttpCase{404, "invalid_request_error"}, HttpCase{405, "invalid_request_error"},
+        HttpCase{413, "invalid_request_error"}, HttpCase{431, "invalid_request_error"},
+        HttpCase{503, "server_error"}}) {
+    const OpenAiError e = HttpLevelError(c.status, "code", "message");
+    EXPECT_EQ(e.status, c.status);
+    EXPECT_EQ(e.body["error"]["type"], c.type) << c.status;
+    EXPECT_TRUE(e.body["error"]["param"].is_null());
+    EXPECT_EQ(e.retry_after_ms >= 0, c.status == 503) << c.status;  // too many connections
+  }
+}
+
+// A stream that has begun (status 200 sent) reports an error as an event in the same shape.
+TEST(OpenAiResponseTest, ErrorEventInAStream) {
+  const OpenAiError e = ErrorFromHeader({{"type", "error"},
+                                         {"code", "DEADLINE_EXCEEDED"},
+                                         {"reason", "deadline"},
+                                         {"message", "the deadline of 300 ms passed"}});
+  const std::string event = SseData(e.body);
+  ASSERT_EQ(event.rfind("data: ", 0), 0u);
+  const json back = json::parse(event.substr(6));
+  EXPECT_EQ(back["error"]["code"], "deadline");
+  EXPECT_EQ(back["error"]["type"], "timeout_error");
+  EXPECT_EQ(back["error"]["message"], "the deadline of 300 ms passed");
 }
 
 TEST(OpenAiResponseTest, ErrorsAndStatuses) {
