@@ -230,6 +230,15 @@ class Basics(unittest.TestCase):
         self.assertEqual([s["stage"] for s in report["stages"]], ["prefill", "decode"])
         self.assertTrue(all(s["ms"] > 0 for s in report["stages"]))
 
+    def test_max_completion_tokens(self):
+        """max_completion_tokens bounds the answer and wins over max_tokens."""
+        r = D.client().chat.completions.create(
+            model="full", messages=[{"role": "user", "content": "Count to fifty."}],
+            temperature=0, max_completion_tokens=3, max_tokens=20,
+            extra_body={"sift": {"ignore_eos": True}})
+        self.assertEqual(r.usage.completion_tokens, 3)
+        self.assertEqual(r.choices[0].finish_reason, "length")
+
     def test_completion(self):
         r = D.client().completions.create(model="sift/full", prompt="The capital of France is",
                                           temperature=0, max_tokens=8)
