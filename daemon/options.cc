@@ -21,7 +21,10 @@ ParseResult ParseOptions(int argc, const char* const* argv, DaemonOptions* o,
       "make-curve-keys", po::value(&o->make_curve_keys)->value_name("PREFIX"),
       "write a CURVE key pair to PREFIX.key (secret) and PREFIX.pub, then exit")(
       "worker", po::bool_switch(&o->worker),
-      "serve remote pipeline stages on --bind instead of clients");
+      "serve remote pipeline stages on --bind instead of clients")(
+      "preflight", po::value(&o->preflight)->multitoken()->value_name("FILE..."),
+      "check plugin files in this process (load, descriptor, factory) and exit; siftd runs "
+      "this in a child process before it loads a new or changed plugin");
 
   po::options_description model("Model and catalog");
   model.add_options()("model", po::value(&o->model)->default_value(o->model),
@@ -33,6 +36,8 @@ ParseResult ParseOptions(int argc, const char* const* argv, DaemonOptions* o,
       "staging-dir", po::value(&o->staging_dir), "where loaded plugin copies go (default: temp)")(
       "device", po::value(&o->device)->default_value(o->device), "cpu or cuda")(
       "dtype", po::value(&o->dtype)->default_value(o->dtype), "bf16 or fp32")(
+      "weights", po::value(&o->weights)->default_value(o->weights),
+      "native: decode multiplies by the GGUF's own blocks; dense: by the dequantised copy")(
       "threads", po::value(&o->threads)->default_value(o->threads),
       "LibTorch intra-op threads (0 = all cores)")(
       "n-ctx", po::value(&o->n_ctx)->default_value(o->n_ctx),
@@ -62,7 +67,15 @@ ParseResult ParseOptions(int argc, const char* const* argv, DaemonOptions* o,
       "linger-ms", po::value(&o->linger_ms)->default_value(o->linger_ms),
       "ZeroMQ linger on close (delivery of the last messages)")(
       "max-message-bytes", po::value(&o->max_message_bytes)->default_value(o->max_message_bytes),
-      "largest client message accepted");
+      "largest client message accepted")(
+      "max-header-bytes", po::value(&o->max_header_bytes)->default_value(o->max_header_bytes),
+      "largest JSON header frame accepted (checked before parsing)")(
+      "max-client-inflight",
+      po::value(&o->max_client_inflight)->default_value(o->max_client_inflight),
+      "admitted requests per client connection (0 = no limit)")(
+      "preflight-timeout-ms",
+      po::value(&o->preflight_timeout_ms)->default_value(o->preflight_timeout_ms),
+      "how long a plugin file may take to load in the pre-flight child");
 
   po::options_description security("Security");
   security.add_options()("curve-secret-key", po::value(&o->curve_secret_key),
@@ -134,6 +147,10 @@ ParseResult ParseOptions(int argc, const char* const* argv, DaemonOptions* o,
     return bad("negative values are not allowed for times, sizes and counts");
   }
   if (o->max_message_bytes < 1024) return bad("--max-message-bytes must be at least 1024");
+  if (o->max_header_bytes < 1024) return bad("--max-header-bytes must be at least 1024");
+  if (o->max_client_inflight < 0 || o->preflight_timeout_ms < 100) {
+    return bad("--max-client-inflight must be >= 0 and --preflight-timeout-ms >= 100");
+  }
   if (o->openai_max_body_bytes < 1024 || o->openai_max_connections < 1 ||
       o->openai_timeout_ms < 100) {
     return bad(

@@ -27,8 +27,9 @@ struct DaemonOptions {
   std::string staging_dir;  // where plugin copies go; "" = a fresh temp dir
   std::string device = "cpu";
   std::string dtype = "bf16";
-  int threads = 0;    // LibTorch intra-op threads; 0 = all cores
-  int64_t n_ctx = 0;  // context limit; 0 = the model's
+  std::string weights = "native";  // sift::WeightFormat
+  int threads = 0;                 // LibTorch intra-op threads; 0 = all cores
+  int64_t n_ctx = 0;               // context limit; 0 = the model's
   int64_t question_tokens = 32;
   // Serving.
   std::vector<std::string> bind = {"tcp://127.0.0.1:7700"};
@@ -42,12 +43,14 @@ struct DaemonOptions {
   int hwm = 10000;
   int linger_ms = 2000;
   int64_t max_message_bytes = 64ll << 20;
+  int64_t max_header_bytes = 8ll << 20;  // the JSON header frame (limits: docs/operations.md)
+  int64_t max_client_inflight = 32;      // admitted requests per connection; 0 = no limit
   // Security.
   std::string curve_secret_key;
   std::string curve_client_keys;
   std::string make_curve_keys;  // PREFIX: write a key pair and exit
   // OpenAI-compatible HTTP port (docs/openai.md); off unless `openai` is set.
-  std::string openai;  // host:port; "" or "off" disables
+  std::string openai;  // [host:]port (listen_address.h); "" or "off" disables
   std::string openai_api_keys;
   int64_t openai_max_body_bytes = 16ll << 20;
   int openai_max_connections = 512;
@@ -57,6 +60,9 @@ struct DaemonOptions {
   std::string ready_file;
   // Worker mode (a remote stage host): siftd --worker --bind tcp://...
   bool worker = false;
+  // Plugin pre-flight (daemon/plugin_preflight.h).
+  int preflight_timeout_ms = 10000;    // per plugin file
+  std::vector<std::string> preflight;  // internal: check these files and exit (the child)
 };
 
 enum class ParseResult { kRun, kExitOk, kError };

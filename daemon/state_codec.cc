@@ -1,10 +1,13 @@
 #include "daemon/state_codec.h"
 
 #include <cstring>
+#include <limits>
 #include <string>
+#include <type_traits>
 #include <utility>
 
 #include "sift/error.h"
+#include "sift/host.h"
 
 namespace sift::daemon {
 namespace {
@@ -28,7 +31,7 @@ class Encoder {
   // Descriptor of `t` (null when undefined); its bytes become the next frame.
   json Tensor(const at::Tensor& t) {
     if (!t.defined()) return nullptr;
-    at::Tensor c = t.to(at::kCPU).contiguous();
+    at::Tensor c = ToHost(t);
     json d = {{"frame", tensors_.size()},
               {"dtype", WireDtypeName(c.scalar_type())},
               {"shape", c.sizes().vec()}};
@@ -36,8 +39,9 @@ class Encoder {
     return d;
   }
   json Bytes(const std::string& s) {
-    at::Tensor t = at::empty({static_cast<int64_t>(s.size())}, at::kByte);
-    if (!s.empty()) std::memcpy(t.data_ptr(), s.data(), s.size());
+    at::Tensor t = at::empty({static_cast<int64_t>(s.size())},
+                             at::TensorOptions().dtype(at::kByte).device(at::kCPU));
+    if (!s.empty()) std::memcpy(t.data_ptr(), s.data(), s.size());  // host: t is new, on the CPU
     return Tensor(t);
   }
   std::vector<at::Tensor> Take() { return std::move(tensors_); }
@@ -93,14 +97,44 @@ const json& Field(const json& obj, const char* key, const std::string& path) {
 }
 
 template <typename T>
+struct IsVector : std::false_type {};
+template <typename T>
+struct IsVector<std::vector<T>> : std::true_type {};
+
+// Whether `v` holds a value of type T exactly: nlohmann's get<T>() would also convert a float
+// to an integer, which is undefined behaviour out of range (found by fuzz_state_codec).
+template <typename T>
+bool Holds(const json& v) {
+  if constexpr (std::is_same_v<T, bool>) {
+    return v.is_boolean();
+  } else if constexpr (std::is_integral_v<T>) {
+    if (v.is_number_unsigned()) {
+      return v.get<uint64_t>() <= static_cast<uint64_t>(std::numeric_limits<T>::max());
+    }
+    if (!v.is_number_integer()) return false;
+    const int64_t x = v.get<int64_t>();
+    return x >= 0 ? static_cast<uint64_t>(x) <= static_cast<uint64_t>(std::numeric_limits<T>::max())
+                  : std::is_signed_v<T> && x >= static_cast<int64_t>(std::numeric_limits<T>::min());
+  } else if constexpr (std::is_floating_point_v<T>) {
+    return v.is_number();
+  } else if constexpr (std::is_same_v<T, std::string>) {
+    return v.is_string();
+  } else {
+    static_assert(IsVector<T>::value, "Get<T>: unsupported type");
+    if (!v.is_array()) return false;
+    for (const json& e : v) {
+      if (!Holds<typename T::value_type>(e)) return false;
+    }
+    return true;
+  }
+}
+
+template <typename T>
 T Get(const json& obj, const char* key, const std::string& path) {
   const json& v = Field(obj, key, path);
-  try {
-    return v.get<T>();
-  } catch (const json::exception&) {
-    throw Error(
-        detail::Concat("state header: '", path, ".", key, "' has the wrong type: ", v.dump()));
-  }
+  SIFT_CHECK(Holds<T>(v), "state header: '", path, ".", key, "' has the wrong type or range: ",
+             v.dump(-1, ' ', false, json::error_handler_t::replace).substr(0, 80));
+  return v.get<T>();
 }
 
 class Decoder {
@@ -115,17 +149,22 @@ class Decoder {
                "' refers to frame ", frame, " of ", frames_.size());
     const at::ScalarType dtype = ParseWireDtype(Get<std::string>(d, "dtype", path));
     const std::vector<int64_t> shape = Get<std::vector<int64_t>>(d, "shape", path);
+    // Sizes from a peer: every product is checked, and must match the frame it describes.
     int64_t numel = 1;
     for (int64_t s : shape) {
       SIFT_CHECK(s >= 0, "state header: '", path, "' has a negative dimension");
-      numel *= s;
+      SIFT_CHECK(!__builtin_mul_overflow(numel, s, &numel), "state header: '", path,
+                 "' has too many elements");
     }
     const FrameView& f = frames_[frame];
-    const size_t expected = static_cast<size_t>(numel) * c10::elementSize(dtype);
+    size_t expected = 0;
+    SIFT_CHECK(
+        !__builtin_mul_overflow(static_cast<size_t>(numel), c10::elementSize(dtype), &expected),
+        "state header: '", path, "' has too many elements");
     SIFT_CHECK(f.size == expected, "state: '", path, "' (", WireDtypeName(dtype), " ",
                json(shape).dump(), ") needs ", expected, " bytes, frame ", frame, " has ", f.size);
-    at::Tensor t = at::empty(shape, at::TensorOptions().dtype(dtype));
-    if (expected > 0) std::memcpy(t.data_ptr(), f.data, expected);
+    at::Tensor t = at::empty(shape, at::TensorOptions().dtype(dtype).device(at::kCPU));
+    if (expected > 0) std::memcpy(t.data_ptr(), f.data, expected);  // host: t is new, on the CPU
     return device_.is_cpu() ? t : t.to(device_);
   }
 
@@ -133,8 +172,8 @@ class Decoder {
     at::Tensor t = Tensor(d, path);
     SIFT_CHECK(t.defined() && t.scalar_type() == at::kByte && t.dim() == 1, "state header: '", path,
                "' must be a u8 vector");
-    at::Tensor c = t.to(at::kCPU);
-    return std::string(static_cast<const char*>(c.data_ptr()), c.numel());
+    const at::Tensor c = ToHost(t);
+    return std::string(static_cast<const char*>(c.data_ptr()), c.numel());  // host: ToHost'd
   }
 
   const at::Device& device() const { return device_; }
@@ -202,9 +241,11 @@ EncodedState EncodeState(const RequestState& s) {
   h["format"] = kStateFormat;
   h["id"] = s.id;
   static_assert(sizeof(TokenId) == sizeof(int32_t), "tokens travel as i32");
-  at::Tensor tokens = at::empty({static_cast<int64_t>(s.tokens.size())}, at::kInt);
+  at::Tensor tokens = at::empty({static_cast<int64_t>(s.tokens.size())},
+                                at::TensorOptions().dtype(at::kInt).device(at::kCPU));
   if (!s.tokens.empty()) {
-    std::memcpy(tokens.data_ptr(), s.tokens.data(), s.tokens.size() * sizeof(TokenId));
+    const size_t bytes = s.tokens.size() * sizeof(TokenId);
+    std::memcpy(tokens.data_ptr(), s.tokens.data(), bytes);  // host: tokens is new, on the CPU
   }
   h["tokens"] = enc.Tensor(tokens);
   h["question_begin"] = s.question_begin;
@@ -269,9 +310,8 @@ void DecodeState(const json& h, const std::vector<FrameView>& frames, const at::
   at::Tensor tokens = dec.Tensor(Field(h, "tokens", ""), "tokens");
   SIFT_CHECK(tokens.defined() && tokens.scalar_type() == at::kInt && tokens.dim() == 1,
              "state header: 'tokens' must be an i32 vector");
-  tokens = tokens.to(at::kCPU);
-  const int32_t* tp = tokens.data_ptr<int32_t>();
-  s.tokens.assign(tp, tp + tokens.numel());
+  const std::vector<int64_t> ids = HostInts(tokens);
+  s.tokens.assign(ids.begin(), ids.end());
   s.question_begin = Get<int64_t>(h, "question_begin", "");
   s.prompt_length = Get<int64_t>(h, "prompt_length", "");
 

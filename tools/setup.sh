@@ -30,6 +30,7 @@ PACKAGES=(
   libtomlplusplus-dev nlohmann-json3-dev
   libgtest-dev libgmock-dev
   curl
+  clang-14 libclang-rt-14-dev
 )
 
 log() { printf '[setup] %s\n' "$*" >&2; }

@@ -559,6 +559,17 @@ TEST(QuantizedMatrixTest, TensorFormsCheckShapesAndConvert) {
   m.MatMulOut(x, out);
   EXPECT_TRUE(at::equal(out, y));
   EXPECT_EQ(m.MatMul(at::zeros({0, cols})).sizes(), (std::vector<int64_t>{0, rows}));
+  // Row-strided views in and out are used in place: x rows inside a wider buffer, y written into
+  // a column slice of a wider output (as a fused projection's consumer might want).
+  const at::Tensor wide_x = at::randn({3, cols + 10});
+  at::Tensor wide_out = at::full({3, rows + 5}, -1.0f);
+  at::Tensor slice = wide_out.narrow(1, 2, rows);
+  m.MatMulOut(wide_x.narrow(1, 10, cols), slice);
+  EXPECT_TRUE(at::equal(slice, m.MatMul(wide_x.narrow(1, 10, cols).contiguous())));
+  EXPECT_TRUE(at::equal(wide_out.narrow(1, 0, 2), at::full({3, 2}, -1.0f)));
+  EXPECT_TRUE(at::equal(wide_out.narrow(1, rows + 2, 3), at::full({3, 3}, -1.0f)));
+  at::Tensor transposed = at::empty({rows, 3}).t();  // column stride != 1
+  EXPECT_THROW(m.MatMulOut(x, transposed), Error);
   at::Tensor wrong = at::empty({3, rows + 1});
   EXPECT_THROW(m.MatMulOut(x, wrong), Error);
   EXPECT_THROW(m.MatMul(at::zeros({3, cols + 1})), Error);

@@ -69,7 +69,7 @@ double MeasureMatmulGflops(const ModelConfig& c, at::ScalarType dtype, int64_t n
   double flops = 0, seconds = 0;
   const auto opts = at::TensorOptions().dtype(dtype).device(device);
   for (auto [in, out] : shapes) {
-    at::Tensor x = at::randn({n, in}).to(opts), w = at::randn({out, in}).to(opts);
+    at::Tensor x = at::randn({n, in}, opts), w = at::randn({out, in}, opts);
     seconds += BestSeconds(5, [&] { Sync(at::linear(x, w)); });
     flops += 2.0 * n * in * out;
   }
@@ -82,8 +82,8 @@ double MeasureGemvBandwidth(at::ScalarType dtype, int64_t bytes, int64_t in,
   const int64_t rows = bytes / elem / in / 8;
   const auto opts = at::TensorOptions().dtype(dtype).device(device);
   std::vector<at::Tensor> ws;
-  for (int i = 0; i < 8; ++i) ws.push_back(at::randn({rows, in}).to(opts));
-  at::Tensor x = at::randn({1, in}).to(opts);
+  for (int i = 0; i < 8; ++i) ws.push_back(at::randn({rows, in}, opts));
+  at::Tensor x = at::randn({1, in}, opts);
   const double s = BestSeconds(5, [&] {
     at::Tensor last;
     for (auto& w : ws) last = at::linear(x, w);

@@ -82,6 +82,7 @@ struct Settings {
   int reps = 0;  // 0 = by length
   std::vector<std::string> dtypes;
   std::string kernels = "auto";
+  std::string weights = "native";
   std::string device = "cpu";
   int threads = 0;
   bool machine = true;
@@ -94,13 +95,17 @@ json BenchConfig(const Settings& s, const std::string& dtype_name) {
   mo.device = at::Device(s.device);
   mo.threads = s.threads;
   mo.cpu_kernels = s.kernels != "torch";
+  mo.weights = sift::ParseWeightFormat(s.weights);
   const auto t_load = Clock::now();
   const auto model = sift::Model::Load(s.model_path, mo);
   const sift::ModelConfig& c = model->config();
   json out = {{"dtype", dtype_name},
               {"kernels", s.kernels},
+              {"weights", model->native_weights() ? "native" : "dense"},
+              {"kernel_summary", model->KernelSummary()},
               {"load_s", Seconds(t_load)},
-              {"weight_mib", model->weights().Bytes() / 1048576.0}};
+              {"weight_mib", model->weights().Bytes() / 1048576.0},
+              {"native_weight_mib", model->quantized_weights().Bytes() / 1048576.0}};
 
   // Operators and host reads of one prefill, per layer (counted apart from the timed runs).
   {
@@ -198,9 +203,12 @@ std::string Markdown(const json& r) {
        << r["machine"]["gemv_gbps_bf16"].get<double>() << " GB/s over 256 MiB.\n\n";
   }
   for (const json& cfg : r["configs"]) {
-    md << "## " << cfg["dtype"].get<std::string>() << ", kernels " << cfg["kernels"].get<std::string>()
-       << "\n\nLoad " << cfg["load_s"].get<double>() << " s; weights "
-       << cfg["weight_mib"].get<double>() << " MiB. Per prefill layer: "
+    md << "## " << cfg["dtype"].get<std::string>() << ", weights "
+       << cfg["weights"].get<std::string>() << ", kernels " << cfg["kernels"].get<std::string>()
+       << "\n\n" << cfg["kernel_summary"].get<std::string>() << ". Load "
+       << cfg["load_s"].get<double>() << " s; dense weights " << cfg["weight_mib"].get<double>()
+       << " MiB, native blocks " << cfg["native_weight_mib"].get<double>()
+       << " MiB. Per prefill layer: "
        << cfg["prefill_ops_per_layer"].get<double>() << " LibTorch operators, "
        << cfg["prefill_host_reads_per_layer"].get<double>() << " host reads ("
        << cfg["prefill_counted_tokens"] << " tokens).\n\n"
@@ -252,6 +260,8 @@ int main(int argc, char** argv) {
       "kernels", po::value(&s.kernels)->default_value("auto"),
       "auto: sift's CPU kernels where they apply; torch: LibTorch operators only")(
       "device", po::value(&s.device)->default_value("cpu"), "cpu or cuda")(
+      "weights", po::value(&s.weights)->default_value("native"),
+      "native: decode reads the GGUF blocks; dense: the dequantised copy")(
       "threads", po::value(&s.threads)->default_value(0), "intra-op threads (0 = all cores)")(
       "no-machine", "skip measuring the machine's matrix rates")(
       "json", po::value(&s.json_path), "write the results as JSON here")(

@@ -81,7 +81,7 @@ at::Tensor Attention(const at::Tensor& q, const at::Tensor& k, const at::Tensor&
                      AttentionStats* stats = nullptr);
 
 // The instruction-set level the CPU kernel runs at on this machine ("avx512", "avx2",
-// "generic"; SIFT_CPU_ISA lowers it).
+// "scalar"; SIFT_CPU_ISA lowers it).
 const char* AttentionCpuKernelIsa();
 
 // Dense reference (materialises the full matrix; tests only): same contract as Attention.

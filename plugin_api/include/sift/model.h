@@ -30,8 +30,22 @@
 
 namespace sift {
 
+// Where matrix-vector products read their weights from.
+enum class WeightFormat {
+  // GGUF on the CPU: products with few rows (decode) multiply by the file's own blocks
+  // (sift/quantized_matrix.h: exact dequantised values, fp32 activations and accumulation);
+  // larger ones (prefill) use the dequantised copy in the compute dtype. Elsewhere: kDense.
+  kNative,
+  kDense,  // every product uses the dequantised copy in the compute dtype
+};
+WeightFormat ParseWeightFormat(const std::string& name);  // "native" | "dense"
+const char* WeightFormatName(WeightFormat format);
+
 struct ModelOptions {
   at::ScalarType dtype = at::kBFloat16;  // compute dtype of the linear layers and the KV cache
+  WeightFormat weights = WeightFormat::kNative;
+  // kNative: products with at most this many rows read the blocks.
+  int64_t native_max_rows = 8;
   at::Device device = at::kCPU;
   int threads = 0;                       // intra-op threads; 0 = all cores
   // bf16 only: matrix products with at least this many rows are computed in fp32 from the bf16
@@ -82,6 +96,11 @@ class Model {
 
   const ModelConfig& config() const { return weights_.config; }
   const ModelWeights& weights() const { return weights_; }
+  // The blocks the native products read (empty unless they are in use).
+  const QuantizedWeights& quantized_weights() const { return qweights_; }
+  bool native_weights() const { return !qweights_.empty(); }
+  // The CPU kernels in use, e.g. "attention avx512, matmul avx512-fp32" (sift-model info, /metrics).
+  std::string KernelSummary() const;
   const ModelOptions& options() const { return options_; }
   // REQUIRES: has_tokenizer() (GGUF models carry one; HF directories do not).
   const Tokenizer& tokenizer() const { return *tokenizer_; }
@@ -133,13 +152,20 @@ class Model {
   std::string path_;
   ModelOptions options_;
   ModelWeights weights_;
+  QuantizedWeights qweights_;         // empty unless WeightFormat::kNative applies
   std::unique_ptr<Tokenizer> tokenizer_;
   std::vector<at::Tensor> w_qkv_;     // fused [Hq*hd + 2*Hkv*hd, hidden] per layer
   std::vector<at::Tensor> b_qkv_;     // fused bias, undefined without attention bias
   std::vector<at::Tensor> w_gate_up_; // fused [2*ff, hidden] per layer
   at::Tensor inv_freq_cpu_;           // [hd/2] fp32 on the host (RoPE angles are host math)
   int64_t upcast_min_rows_ = 0;       // see ModelOptions::upcast_min_rows (resolved)
-  at::Tensor Linear(const at::Tensor& x, const at::Tensor& w, const at::Tensor& b = {}) const;
+  // x W^T + b: by the blocks `q` when given and x has few rows on the CPU (fp32 result), else
+  // by the dense w (compute dtype result).
+  at::Tensor Linear(const at::Tensor& x, const at::Tensor& w, const at::Tensor& b = {},
+                    const QuantizedMatrix* q = nullptr) const;
+  const QuantizedLayer* Quantized(int64_t layer) const {
+    return qweights_.empty() ? nullptr : &qweights_.layers[static_cast<size_t>(layer)];
+  }
   // RMSNorm to fp32 (the CPU kernel where it applies).
   at::Tensor NormF32(const at::Tensor& x, const at::Tensor& weight) const;
   bool UseCpuKernels(const at::Tensor& t) const;

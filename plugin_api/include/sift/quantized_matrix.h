@@ -3,9 +3,9 @@
 // QuantizedMatrix holds `rows x cols` weights whose rows are ggml blocks (Q4_0, Q4_1, Q5_0, Q5_1,
 // Q8_0, Q4_K, Q5_K, Q6_K) or plain F32/F16/BF16 values. Row ranges may differ in type (a fused
 // q/k/v or gate/up matrix made by ConcatRows), and rows may be reordered (PermuteRows). The
-// product y = x W^T multiplies fp32 activations by the exactly dequantised weights (each weight is
-// bit-identical to DequantizeRow's) with fp32 accumulation: it equals the dequantised product up
-// to summation order (QuantOptions::int8_activations trades that for speed).
+// product y = x W^T multiplies fp32 activations by the exactly dequantised weights (each equal to
+// DequantizeRow's; a zero may differ in sign) with fp32 accumulation: it equals the dequantised
+// product up to summation order (QuantOptions::int8_activations trades that for speed).
 //
 // OWNERSHIP: a QuantizedMatrix owns a copy of its bytes (never points into a file mapping);
 //            copies share the same immutable bytes (refcounted, like at::Tensor).
@@ -90,10 +90,11 @@ class QuantizedMatrix {
   GgmlType RowType(int64_t r) const;
   std::string Describe() const;
 
-  // y = x W^T. x: (n, cols) float (other float dtypes are converted, which allocates); returns
-  // (n, rows) float. n = 0 gives an empty result.
+  // y = x W^T. x: (n, cols) float with unit column stride (anything else is converted first,
+  // which allocates); returns (n, rows) float. n = 0 gives an empty result.
   at::Tensor MatMul(const at::Tensor& x, const QuantOptions& options = {}) const;
-  // The same into `out`: (n, rows) float, contiguous, on the CPU.
+  // The same into `out`: (n, rows) float on the CPU with unit column stride (e.g. a column slice
+  // of a wider buffer). Allocates nothing for float x.
   void MatMulOut(const at::Tensor& x, at::Tensor& out, const QuantOptions& options = {}) const;
   // Raw form: x is n rows of cols floats (row stride ldx), y gets n rows of rows() floats (row
   // stride ldy).

@@ -7,6 +7,7 @@
 #include <limits>
 
 #include "cpu/flash_attention.h"
+#include "tensor_util.h"
 #include "sift/error.h"
 #include "sift/host.h"
 
@@ -15,8 +16,8 @@ namespace {
 
 // Positions are host metadata (sift/attention.h); device ones are brought over (counted).
 at::Tensor HostPositions(const at::Tensor& pos) {
-  if (pos.is_cpu()) return pos.to(at::kLong).contiguous();
-  return ToHost(pos.to(at::kLong));
+  if (pos.is_cpu()) return Contiguous(AsType(pos, at::kLong));
+  return ToHost(AsType(pos, at::kLong));
 }
 
 // Number of leading keys with position <= limit, max over heads (positions ascend per head).
@@ -77,7 +78,7 @@ bool UseCpuKernel(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v,
 at::Tensor CpuKernelAttention(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v,
                               const at::Tensor& q_pos, const at::Tensor& k_pos,
                               const AttentionOptions& options) {
-  const at::Tensor qp = q_pos.contiguous(), kp = k_pos.contiguous();
+  const at::Tensor qp = Contiguous(q_pos), kp = Contiguous(k_pos);
   at::Tensor out = at::empty(q.sizes(), q.options());
   cpu::FlashAttentionArgs a;
   auto elem = [](const at::Tensor& t) {
@@ -112,6 +113,24 @@ at::Tensor CpuKernelAttention(const at::Tensor& q, const at::Tensor& k, const at
   return out;
 }
 
+// Queries and keys are the positions 0..n-1 in order (every head): a prompt over a fresh cache.
+[[maybe_unused]] bool IsDenseCausal(const at::Tensor& q_pos, const at::Tensor& k_pos) {
+  const int64_t n = q_pos.size(0);
+  const int64_t* qp = q_pos.data_ptr<int64_t>();  // host: positions
+  const at::Tensor kr = k_pos.dim() == 1 ? k_pos.unsqueeze(0) : k_pos;
+  const int64_t* kp = kr.data_ptr<int64_t>();  // host: positions
+  if (kr.size(1) != n) return false;
+  for (int64_t i = 0; i < n; ++i) {
+    if (qp[i] != i) return false;
+  }
+  for (int64_t h = 0; h < kr.size(0); ++h) {
+    for (int64_t i = 0; i < n; ++i) {
+      if (kp[h * n + i] != i) return false;
+    }
+  }
+  return true;
+}
+
 // First query row any requested statistic reads (nq when none).
 int64_t FirstStatsRow(const AttentionStatsRequest& r, int64_t nq) {
   int64_t first = nq;
@@ -130,9 +149,9 @@ void BlockedAttention(const at::Tensor& q_in, const at::Tensor& k_in, const at::
                       AttentionStats* stats, int64_t row_begin, at::Tensor out) {
   // Products run in the cache's dtype (fp32 when upcasting); q may arrive in fp32.
   const at::ScalarType ct = options.upcast_fp32 ? at::kFloat : k_in.scalar_type();
-  const at::Tensor q = q_in.to(ct);
-  const at::Tensor k = k_in.to(ct);
-  const at::Tensor v = v_in.to(ct);
+  const at::Tensor q = AsType(q_in, ct);
+  const at::Tensor k = AsType(k_in, ct);
+  const at::Tensor v = AsType(v_in, ct);
   const int64_t nq = q.size(0), hq = q.size(1), hd = q.size(2);
   const int64_t hkv = k.size(0), group = hq / hkv;
   const double scale = Scale(options, hd);
@@ -227,12 +246,12 @@ at::Tensor Attention(const at::Tensor& q, const at::Tensor& k, const at::Tensor&
   const int64_t nq = q.size(0), hq = q.size(1), hkv = k.size(0), nk = k.size(1);
 
   if (request.any()) {
-    auto f32 = q.options().dtype(at::kFloat);
-    if (request.window > 0) stats->window_sum = at::zeros({hq, nk}, f32);
-    if (request.last_query) stats->last_query = at::zeros({hq, nk}, f32);
-    if (request.column_sum) stats->column_sum = at::zeros({hq, nk}, f32);
-    if (request.max_from_query >= 0) stats->max_prob = at::zeros({nk}, f32);
-    if (request.last_query_logit_sum) stats->last_query_logit_sum = at::zeros({nk}, f32);
+    const auto opts = q.options().dtype(at::kFloat);
+    if (request.window > 0) stats->window_sum = at::zeros({hq, nk}, opts);
+    if (request.last_query) stats->last_query = at::zeros({hq, nk}, opts);
+    if (request.column_sum) stats->column_sum = at::zeros({hq, nk}, opts);
+    if (request.max_from_query >= 0) stats->max_prob = at::zeros({nk}, opts);
+    if (request.last_query_logit_sum) stats->last_query_logit_sum = at::zeros({nk}, opts);
   }
 
   if (UseCpuKernel(q, k, v, options)) {
@@ -245,6 +264,19 @@ at::Tensor Attention(const at::Tensor& q, const at::Tensor& k, const at::Tensor&
     return out;
   }
   const int64_t hd = q.size(2), group = hq / hkv;
+#if TORCH_VERSION_MAJOR >= 2 && (TORCH_VERSION_MAJOR > 2 || TORCH_VERSION_MINOR >= 1)
+  if (!request.any() && options.window == 0 && !options.upcast_fp32 && nq == nk &&
+      IsDenseCausal(q_pos, k_pos)) {
+    // A whole prompt over a fresh cache: one causal call, no mask, so LibTorch's flash kernel
+    // runs (top-left causal alignment is right when queries and keys are the same positions).
+    const at::Tensor ct = AsType(q, k.scalar_type());
+    at::Tensor qh = ct.permute({1, 0, 2}).reshape({hkv, group, nq, hd});
+    at::Tensor o = at::scaled_dot_product_attention(
+        qh, k.unsqueeze(1).expand({hkv, group, nk, hd}), v.unsqueeze(1).expand({hkv, group, nk, hd}),
+        {}, 0.0, /*is_causal=*/true, Scale(options, hd));
+    return o.reshape({hq, nq, hd}).permute({1, 0, 2}).to(q.scalar_type()).contiguous();
+  }
+#endif
   at::Tensor out = at::empty({hkv, group, nq, hd},
                              q.options().dtype(options.upcast_fp32 ? at::kFloat : q.scalar_type()));
   BlockedAttention(q, k, v, q_pos, k_pos, options, request, stats, 0, out);

@@ -4,13 +4,14 @@
 
 #include "sift/error.h"
 #include "sift/host.h"
+#include "tensor_util.h"
 
 namespace sift {
 namespace {
 
 // Positions live on the host; a device tensor is brought over (and counted as a host read).
 at::Tensor HostLong(const at::Tensor& t) {
-  return t.is_cpu() ? t.to(at::kLong).contiguous() : ToHost(t.to(at::kLong));
+  return t.is_cpu() ? Contiguous(AsType(t, at::kLong)) : ToHost(AsType(t, at::kLong));
 }
 
 }  // namespace
@@ -25,7 +26,7 @@ void KvCache::Grow(Layer& layer, int64_t min_capacity) {
   auto opts = at::TensorOptions().dtype(shape_.dtype).device(shape_.device);
   at::Tensor k = at::empty({shape_.num_kv_heads, capacity, shape_.head_dim}, opts);
   at::Tensor v = at::empty({shape_.num_kv_heads, capacity, shape_.head_dim}, opts);
-  at::Tensor pos = at::empty({shape_.num_kv_heads, capacity}, at::TensorOptions().dtype(at::kLong));
+  at::Tensor pos = at::empty({shape_.num_kv_heads, capacity}, at::kLong);  // host: positions
   if (layer.size > 0) {
     k.narrow(1, 0, layer.size).copy_(layer.k.narrow(1, 0, layer.size));
     v.narrow(1, 0, layer.size).copy_(layer.v.narrow(1, 0, layer.size));
@@ -53,7 +54,13 @@ void KvCache::Append(int64_t layer, const at::Tensor& k, const at::Tensor& v,
   if (l.size + n > l.capacity()) Grow(l, l.size + n);
   l.k.narrow(1, l.size, n).copy_(k.transpose(0, 1));
   l.v.narrow(1, l.size, n).copy_(v.transpose(0, 1));
-  l.pos.narrow(1, l.size, n).copy_(HostLong(positions).unsqueeze(0).expand({shape_.num_kv_heads, n}));
+  // Host to host: the same n positions for every head.
+  const at::Tensor pos = HostLong(positions);
+  const int64_t* src = pos.data_ptr<int64_t>();  // host: positions
+  int64_t* dst = l.pos.data_ptr<int64_t>();       // host: positions
+  for (int64_t h = 0; h < shape_.num_kv_heads; ++h) {
+    std::copy(src, src + n, dst + h * l.capacity() + l.size);
+  }
   l.size += n;
 }
 
@@ -74,7 +81,7 @@ at::Tensor KvCache::Values(int64_t layer) const {
 
 at::Tensor KvCache::Positions(int64_t layer) const {
   const Layer& l = layers_.at(layer);
-  if (!l.pos.defined()) return at::empty({shape_.num_kv_heads, 0}, at::kLong);
+  if (!l.pos.defined()) return at::empty({shape_.num_kv_heads, 0}, at::kLong);  // host: positions
   return l.pos.narrow(1, 0, l.size);
 }
 
@@ -98,7 +105,7 @@ void KvCache::Select(int64_t layer, const at::Tensor& indices) {
   auto opts = at::TensorOptions().dtype(shape_.dtype).device(shape_.device);
   at::Tensor k = at::empty({shape_.num_kv_heads, capacity, shape_.head_dim}, opts);
   at::Tensor v = at::empty({shape_.num_kv_heads, capacity, shape_.head_dim}, opts);
-  at::Tensor pos = at::empty({shape_.num_kv_heads, capacity}, at::kLong);
+  at::Tensor pos = at::empty({shape_.num_kv_heads, capacity}, at::kLong);  // host: positions
   if (m > 0) {
     const at::Tensor didx = indices.device() == shape_.device
                                 ? indices.to(at::kLong)

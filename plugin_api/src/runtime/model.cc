@@ -9,6 +9,7 @@
 #include <unistd.h>
 
 #include "cpu/elementwise.h"
+#include "tensor_util.h"
 #include "sift/error.h"
 #include "sift/gguf.h"
 #include "sift/host.h"
@@ -23,8 +24,8 @@ bool EndsWith(const std::string& s, const std::string& suffix) {
 // inv_freq[i] = 1 / theta^(2i/hd), with Llama 3 / linear scaling applied as HF does.
 at::Tensor RopeInverseFrequencies(const ModelConfig& c) {
   const int64_t half = c.head_dim / 2;
-  at::Tensor inv = at::empty({half}, at::kFloat);
-  float* p = inv.data_ptr<float>();
+  at::Tensor inv = at::empty({half}, at::kFloat);  // host: RoPE angles are host math
+  float* p = inv.data_ptr<float>();                 // host: just created on the CPU
   const RopeScaling& s = c.rope_scaling;
   for (int64_t i = 0; i < half; ++i) {
     double f = 1.0 / std::pow(c.rope_theta, static_cast<double>(2 * i) / c.head_dim);
@@ -71,6 +72,16 @@ at::Tensor RmsNorm(const at::Tensor& x, const at::Tensor& weight, double eps) {
 }
 
 }  // namespace
+
+WeightFormat ParseWeightFormat(const std::string& name) {
+  if (name == "native") return WeightFormat::kNative;
+  if (name == "dense") return WeightFormat::kDense;
+  throw Error("unknown weight format '" + name + "' (expected native or dense)");
+}
+
+const char* WeightFormatName(WeightFormat format) {
+  return format == WeightFormat::kNative ? "native" : "dense";
+}
 
 at::ScalarType ParseDtype(const std::string& name) {
   if (name == "bf16" || name == "bfloat16") return at::kBFloat16;
@@ -119,6 +130,9 @@ std::shared_ptr<const Model> Model::Load(const std::string& path, const ModelOpt
   if (EndsWith(path, ".gguf")) {
     std::unique_ptr<GgufFile> file = GgufFile::Open(path);
     model->tokenizer_ = Tokenizer::FromGguf(*file);
+    if (options.weights == WeightFormat::kNative && options.device.is_cpu()) {
+      model->qweights_ = LoadQuantizedWeights(path);
+    }
   }
   const ModelConfig& c = model->weights_.config;
   model->inv_freq_cpu_ = RopeInverseFrequencies(c);
@@ -137,8 +151,7 @@ std::shared_ptr<const Model> Model::Load(const std::string& path, const ModelOpt
     l.wk = qkv.narrow(0, nq, nk);
     l.wv = qkv.narrow(0, nq + nk, nk);
     model->w_qkv_.push_back(qkv);
-    model->b_qkv_.push_back(c.attention_bias ? at::cat({l.bq, l.bk, l.bv}, 0).to(options.dtype)
-                                             : at::Tensor());
+    model->b_qkv_.push_back(c.attention_bias ? at::cat({l.bq, l.bk, l.bv}, 0) : at::Tensor());
     at::Tensor gate_up = at::cat({l.w_gate, l.w_up}, 0).contiguous();
     const int64_t ff = l.w_gate.size(0);
     l.w_gate = gate_up.narrow(0, 0, ff);
@@ -183,9 +196,21 @@ at::Tensor Model::FfnNorm(int64_t layer, const at::Tensor& x) const {
   return NormF32(x, weights_.layers.at(layer).ffn_norm).to(options_.dtype);
 }
 
+std::string Model::KernelSummary() const {
+  std::string s = std::string("attention ") + AttentionCpuKernelIsa();
+  if (!options_.device.is_cpu()) return "LibTorch on " + options_.device.str();
+  if (!options_.cpu_kernels) s = "attention torch";
+  s += ", matmul ";
+  s += native_weights() ? QuantKernelName() + " (native blocks up to " +
+                              std::to_string(options_.native_max_rows) + " rows)"
+                        : std::string("LibTorch");
+  return s;
+}
+
 Model::Qkv Model::ProjectQkv(int64_t layer, const at::Tensor& h) const {
   const ModelConfig& c = config();
-  at::Tensor qkv = Linear(h, w_qkv_.at(layer), b_qkv_.at(layer));
+  const QuantizedLayer* ql = Quantized(layer);
+  at::Tensor qkv = Linear(h, w_qkv_.at(layer), b_qkv_.at(layer), ql ? &ql->qkv : nullptr);
   const int64_t n = h.size(0), hd = c.head_dim;
   Qkv out;
   out.q = qkv.narrow(1, 0, c.num_heads * hd).view({n, c.num_heads, hd});
@@ -226,11 +251,15 @@ at::Tensor Model::ApplyRope(const at::Tensor& x, const at::Tensor& positions) co
 }
 
 at::Tensor Model::OutputProjection(int64_t layer, const at::Tensor& attn) const {
-  return Linear(attn.reshape({attn.size(0), -1}), weights_.layers.at(layer).wo).to(at::kFloat);
+  const QuantizedLayer* ql = Quantized(layer);
+  return AsType(Linear(attn.reshape({attn.size(0), -1}), weights_.layers.at(layer).wo, {},
+                       ql ? &ql->wo : nullptr),
+                at::kFloat);
 }
 
 at::Tensor Model::Ffn(int64_t layer, const at::Tensor& h) const {
-  at::Tensor gate_up = Linear(h, w_gate_up_.at(layer));
+  const QuantizedLayer* ql = Quantized(layer);
+  at::Tensor gate_up = Linear(h, w_gate_up_.at(layer), {}, ql ? &ql->gate_up : nullptr);
   const int64_t ff = config().intermediate_size;
   at::Tensor act;
   if (UseCpuKernels(gate_up)) {
@@ -239,23 +268,30 @@ at::Tensor Model::Ffn(int64_t layer, const at::Tensor& h) const {
   } else {
     act = at::silu(gate_up.narrow(1, 0, ff)).mul_(gate_up.narrow(1, ff, ff));
   }
-  return Linear(act, weights_.layers.at(layer).w_down).to(at::kFloat);
+  return AsType(Linear(act, weights_.layers.at(layer).w_down, {}, ql ? &ql->w_down : nullptr),
+                at::kFloat);
 }
 
 at::Tensor Model::Logits(const at::Tensor& x) const {
-  at::Tensor h = RmsNorm(x, weights_.final_norm, config().rms_norm_eps).to(options_.dtype);
-  return Linear(h, weights_.lm_head).to(at::kFloat);
+  const at::Tensor h = NormF32(x, weights_.final_norm);
+  return AsType(Linear(h, weights_.lm_head, {}, native_weights() ? &qweights_.lm_head : nullptr),
+                at::kFloat);
 }
 
-at::Tensor Model::Linear(const at::Tensor& x_in, const at::Tensor& w, const at::Tensor& b) const {
-  const at::Tensor x = x_in.to(w.scalar_type());
+at::Tensor Model::Linear(const at::Tensor& x_in, const at::Tensor& w, const at::Tensor& b,
+                         const QuantizedMatrix* q) const {
+  if (q != nullptr && x_in.is_cpu() && x_in.size(0) <= options_.native_max_rows) {
+    at::Tensor y = q->MatMul(Contiguous(AsType(x_in, at::kFloat)));
+    return b.defined() ? y.add_(b) : y;
+  }
+  const at::Tensor x = AsType(x_in, w.scalar_type());
   if (upcast_min_rows_ > 0 && x.size(0) >= upcast_min_rows_) {
     // Matrix-matrix product in fp32 from bf16 storage: converting the weight costs one pass over
     // it, far less than the emulated bf16 GEMM would.
     return at::linear(x.to(at::kFloat), w.to(at::kFloat), b.defined() ? b.to(at::kFloat) : b)
         .to(x.scalar_type());
   }
-  return at::linear(x, w, b);
+  return at::linear(x, w, b.defined() ? AsType(b, w.scalar_type()) : b);
 }
 
 at::Tensor Model::Layer(int64_t layer, const at::Tensor& x, const at::Tensor& positions,
@@ -270,10 +306,10 @@ at::Tensor Model::Layer(int64_t layer, const at::Tensor& x, const at::Tensor& po
   const ModelConfig& c = config();
   const int64_t n = x.size(0), hd = c.head_dim, nq = c.num_heads * hd, nkv = c.num_kv_heads * hd;
   // q, k and v in fp32, RoPE applied to q and k in place.
+  const QuantizedLayer* ql = Quantized(layer);
   at::Tensor qkv = Linear(NormF32(x, weights_.layers.at(layer).attn_norm), w_qkv_.at(layer),
-                          b_qkv_.at(layer))
-                       .to(at::kFloat)
-                       .contiguous();
+                          b_qkv_.at(layer), ql ? &ql->qkv : nullptr);
+  qkv = Contiguous(AsType(qkv, at::kFloat));
   if (UseCpuKernels(qkv)) {
     cpu::RopeInPlace(qkv.data_ptr<float>(), n, qkv.size(1), c.num_heads + c.num_kv_heads, hd,  // host: CPU kernel
                      rope.cos.data_ptr<float>(), rope.sin.data_ptr<float>());  // host: CPU kernel
@@ -330,7 +366,8 @@ at::Tensor Model::Forward(const std::vector<TokenId>& ids, int64_t start_positio
   at::Tensor last;
   for (int64_t c0 = 0; c0 < n; c0 += chunk) {
     const int64_t c1 = std::min(n, c0 + chunk);
-    at::Tensor positions = at::arange(start_position + c0, start_position + c1, at::kLong);
+    at::Tensor positions =
+        at::arange(start_position + c0, start_position + c1, at::kLong);  // host: positions
     at::Tensor x = Embed(all_ids.slice(0, c0, c1));
     x = RunLayers(0, config().num_layers, x, positions, &cache, options);
     last = x.slice(0, x.size(0) - 1, x.size(0));

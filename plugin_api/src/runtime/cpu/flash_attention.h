@@ -16,7 +16,7 @@
 
 #include <cstdint>
 
-#include "cpu/isa.h"
+#include "sift/quantized_matrix.h"  // CpuIsa: the CPU kernel levels
 
 namespace sift::cpu {
 
@@ -45,11 +45,13 @@ struct FlashAttentionArgs {
 // Head dims the kernel handles (others use the LibTorch path).
 bool FlashAttentionSupportsHeadDim(int64_t hd);
 
-// Runs at CpuIsa()'s level, or at the given one (tests; it must not exceed the CPU's).
+// Runs at DefaultCpuIsa()'s level, or at the given one (tests; it must not exceed the CPU's).
+// At the AVX-512 level, bf16 caches use bf16 dot products (vdpbf16ps) where the CPU has them
+// (q and the probabilities are then rounded to bf16, as a bf16 matrix product would).
 void FlashAttention(const FlashAttentionArgs& args);
-void FlashAttention(const FlashAttentionArgs& args, Isa isa);
+void FlashAttention(const FlashAttentionArgs& args, CpuIsa isa, bool bf16_dot_products = true);
 
-// Name of the instruction-set variant FlashAttention runs ("avx512", "avx2", "generic").
+// Name of the instruction-set variant FlashAttention runs ("avx512", "avx2", "scalar").
 const char* FlashAttentionIsa();
 
 }  // namespace sift::cpu

@@ -246,11 +246,15 @@ void QuantizedMatrix::MatMulOut(const at::Tensor& x, at::Tensor& out,
              " on ", x.device());
   const int64_t n = x.size(0);
   SIFT_CHECK(out.scalar_type() == at::kFloat && out.dim() == 2 && out.size(0) == n &&
-                 out.size(1) == rows_ && out.is_contiguous() && out.device().is_cpu(),
-             "QuantizedMatrix::MatMulOut: out must be a contiguous float CPU (", n, ", ", rows_,
-             ") tensor, got ", out.scalar_type(), " ", out.sizes());
-  const at::Tensor xf = x.to(at::kFloat).contiguous();
-  MatMul(xf.data_ptr<float>(), n, cols_, out.data_ptr<float>(), rows_, options);
+                 out.size(1) == rows_ && (n <= 1 || out.stride(1) == 1) && out.device().is_cpu(),
+             "QuantizedMatrix::MatMulOut: out must be a float CPU (", n, ", ", rows_,
+             ") tensor with unit column stride, got ", out.scalar_type(), " ", out.sizes(),
+             " strides ", out.strides());
+  // Rows with unit column stride are used in place (a view into a wider buffer is fine).
+  const at::Tensor xf =
+      x.scalar_type() == at::kFloat && x.stride(1) == 1 ? x : x.to(at::kFloat).contiguous();
+  MatMul(xf.data_ptr<float>(), n, n > 1 ? xf.stride(0) : cols_, out.data_ptr<float>(),
+         n > 1 ? out.stride(0) : rows_, options);
 }
 
 at::Tensor QuantizedMatrix::MatMul(const at::Tensor& x, const QuantOptions& options) const {
