@@ -4,6 +4,8 @@
 #include <utility>
 #include <vector>
 
+#include "daemon/json_limits.h"
+
 namespace sift::daemon {
 namespace {
 
@@ -255,42 +257,19 @@ Status Rename(const Status& status, const std::string& max_name, std::string* pa
 
 }  // namespace
 
-bool JsonTooDeep(std::string_view text, int max_depth) {
-  int depth = 0;
-  bool in_string = false;
-  for (size_t i = 0; i < text.size(); ++i) {
-    const char c = text[i];
-    if (in_string) {
-      if (c == '\\') {
-        ++i;
-      } else if (c == '"') {
-        in_string = false;
-      }
-    } else if (c == '"') {
-      in_string = true;
-    } else if (c == '[' || c == '{') {
-      if (++depth > max_depth) return true;
-    } else if (c == ']' || c == '}') {
-      --depth;
-    }
-  }
-  return false;
-}
-
 Status ParseOpenAiRequest(OpenAiEndpoint endpoint, std::string_view body, const std::string& id,
                           int64_t deadline_ms, OpenAiRequest* out, std::string* param) {
   *out = OpenAiRequest();
   out->endpoint = endpoint;
   param->clear();
-  if (JsonTooDeep(body, kOpenAiMaxJsonDepth)) {
-    return Fail(
-        "too_deep", "",
-        "the JSON body nests deeper than " + std::to_string(kOpenAiMaxJsonDepth) + " levels",
-        param);
-  }
-  const json b = json::parse(body.begin(), body.end(), nullptr, /*allow_exceptions=*/false);
-  if (b.is_discarded()) {
-    return Fail("bad_json", "", "the request body is not valid JSON (UTF-8)", param);
+  // The limits of SIFT/1 headers (json_limits.h) apart from the size, which the HTTP port
+  // bounds (--openai-max-body-bytes) before the body is read.
+  JsonLimits limits;
+  limits.max_bytes = body.size();
+  json b;
+  std::string reason, why;
+  if (!ParseBoundedJson(body, limits, &b, &reason, &why)) {
+    return Fail(reason, "", "the request body is not acceptable JSON: " + why, param);
   }
   if (!b.is_object()) return Fail("bad_json", "", "the request body must be a JSON object", param);
 

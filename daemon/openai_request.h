@@ -18,8 +18,9 @@
 // other unknown fields are ignored, as most OpenAI-compatible servers do.
 //
 // THREADING: pure functions.
-// ERRORS:    INVALID_ARGUMENT with a reason (bad_json, bad_field, missing_field, bad_input,
-//            unsupported, too_deep) and the offending OpenAI field in `param`; never throws.
+// ERRORS:    INVALID_ARGUMENT with a reason (bad_field, missing_field, bad_input, unsupported,
+//            or json_limits.h's bad_json, too_deep, too_many_values, nul_byte) and the offending
+//            OpenAI field in `param`; never throws.
 #ifndef SIFT_DAEMON_OPENAI_REQUEST_H_
 #define SIFT_DAEMON_OPENAI_REQUEST_H_
 
@@ -34,7 +35,6 @@ namespace sift::daemon {
 
 enum class OpenAiEndpoint { kChat, kCompletions };
 
-inline constexpr int kOpenAiMaxJsonDepth = 64;
 inline constexpr int64_t kOpenAiCompletionsDefaultMaxTokens = 16;
 
 struct OpenAiRequest {
@@ -50,10 +50,6 @@ struct OpenAiRequest {
 // On failure `param` names the OpenAI field at fault ("" when none).
 Status ParseOpenAiRequest(OpenAiEndpoint endpoint, std::string_view body, const std::string& id,
                           int64_t deadline_ms, OpenAiRequest* out, std::string* param);
-
-// Whether `text` nests arrays/objects deeper than `max_depth` (a linear scan that builds
-// nothing, so that hostile input cannot exhaust the stack of a recursive consumer).
-bool JsonTooDeep(std::string_view text, int max_depth);
 
 }  // namespace sift::daemon
 

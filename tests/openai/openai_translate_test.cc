@@ -192,13 +192,25 @@ TEST(OpenAiRequestTest, RejectsBadJsonAndDeepNesting) {
     Status s = ParseOpenAiRequest(OpenAiEndpoint::kChat, body, "x", 0, &r, &param);
     EXPECT_EQ(s.reason(), "bad_json") << body;
   }
+  // The limits of SIFT/1 headers (json_limits.h), checked while parsing.
+  auto reason = [&](const std::string& body) {
+    return ParseOpenAiRequest(OpenAiEndpoint::kCompletions, body, "x", 0, &r, &param).reason();
+  };
   const std::string deep = std::string(100000, '[') + std::string(100000, ']');
-  EXPECT_TRUE(JsonTooDeep(deep, kOpenAiMaxJsonDepth));
-  EXPECT_EQ(ParseOpenAiRequest(OpenAiEndpoint::kChat, deep, "x", 0, &r, &param).reason(),
+  EXPECT_EQ(reason(deep), "too_deep");
+  EXPECT_EQ(reason(R"({"model": "m", "prompt": "hi", "x": )" + std::string(64, '[') +
+                   std::string(64, ']') + "}"),
             "too_deep");
+  std::string many = R"({"model": "m", "prompt": "hi", "x": [0)";
+  for (int i = 0; i < (1 << 20); ++i) many += ",0";
+  EXPECT_EQ(reason(many + "]}"), "too_many_values");
+  EXPECT_EQ(reason(std::string(R"({"model": "m", "prompt": "hi"})") + '\0' + "{"), "nul_byte");
   // Brackets inside strings (with escaped quotes) do not count.
-  EXPECT_FALSE(JsonTooDeep(R"({"a": "[[[[[[\"[[[[[[", "b": [[1]]})", 3));
-  EXPECT_TRUE(JsonTooDeep(R"({"a": [[[1]]]})", 3));
+  EXPECT_TRUE(ParseOpenAiRequest(OpenAiEndpoint::kCompletions,
+                                 R"({"model": "m", "prompt": "[[[[[[\"[[[[[[", "x": [[1]]})", "x",
+                                 0, &r, &param)
+                  .ok());
+  EXPECT_EQ(r.model, "m");
 }
 
 // ---- responses ----
