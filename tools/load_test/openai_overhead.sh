@@ -58,7 +58,37 @@ start_daemon() {
 SECTION="$TMP/section.md"
 BENCH=("$BUILD/bin/sift-openai-bench" --ready-file "$TMP/ready.json" --requests "$REQUESTS"
        --prompt "Name a colour." --max-tokens 2 --out "$SECTION")
+SIFTD=("$BUILD/bin/siftd" --model "$MODEL" --pipelines "$ROOT/pipelines" --plugins "$BUILD/plugins"
+       --staging-dir "$TMP" --bind 'tcp://127.0.0.1:*' --http off --openai 127.0.0.1:0
+       --rescan-ms 0 --workers 1 --threads 2 --log-level warn)
+ECHO=("$BUILD/bin/sift-echo-daemon" --bind 'tcp://127.0.0.1:*' --openai 127.0.0.1:0)
 CPU="$(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | xargs)"
+# The SIMD and matrix extensions that decide the kernels (the rest of the flags do not matter).
+FLAGS="$(grep -m1 '^flags' /proc/cpuinfo | cut -d: -f2 | tr ' ' '\n' |
+         grep -E '^(sse4_2|avx|avx2|fma|f16c|avx512.*|amx.*|avx_vnni)$' | xargs)"
+# Whether the measurement lock is held (by the caller, as it should be): it cannot be taken.
+LOCK="not held"
+flock -n /tmp/sift-measure.lock true 2>/dev/null || LOCK="held"
+# Other processes using the CPU now (top's second sample, over 1 s): "3 cc1plus, 1 python3".
+others() {
+  top -b -n 2 -d 1 -w 200 | awk '
+    /^top -/ { n++ } n == 2 && $1 ~ /^[0-9]+$/ && $9 + 0 >= 10 && $12 != "top" { c[$12]++ }
+    END { s = ""; for (k in c) s = s (s ? ", " : "") c[k] " " k; print s ? s : "none" }'
+}
+# A command line as the document shows it: repository-relative paths, TMP for the scratch folder.
+show() {
+  local out="" a
+  for a in "$@"; do
+    [[ "$a" == "$MODEL" ]] && a="models/$(basename "$MODEL")"
+    a="${a#"$ROOT"/}"
+    a="${a/#"$TMP"/TMP}"
+    out+="$a "
+  done
+  echo "${out% }"
+}
+LOAD_BEFORE="$(cut -d' ' -f1-3 /proc/loadavg)"
+OTHERS_BEFORE="$(others)"
+START="$(date -u +%H:%M)"
 cat > "$SECTION" <<HEAD
 ## OpenAI HTTP path vs ZeroMQ
 
@@ -72,25 +102,31 @@ is send to the last byte of the answer; "daemon e2e" is the daemon's own arrival
 (\`stats.e2e_ms\` / \`usage.sift.e2e_ms\`), so "round trip - daemon e2e" is what each transport
 and its front end add outside that clock.
 
-Machine: $(nproc) cores ($CPU), load average before the runs $(cut -d' ' -f1-3 /proc/loadavg)
-(other sessions' builds and tests were running). Model $(basename "$MODEL"), bf16 on CPU,
-\`--workers 1 --threads 2\`. Date: $(date -u +%Y-%m-%d).
+- Command: \`$(basename "$0") --requests $REQUESTS\` (tools/load_test/), measurement lock
+  ${LOCK}; $(date -u +%Y-%m-%d), from $START UTC.
+- Machine: $(nproc) cores, $CPU; CPU flags: $FLAGS.
+- Daemons: \`$(show "${SIFTD[@]}")\`, then \`$(show "${ECHO[@]}")\`.
+- Bench: \`sift-openai-bench --requests $REQUESTS --prompt "Name a colour." --max-tokens 2\`
+  with \`--pipeline full\` / \`echo\`, whole and \`--stream\`.
 
 HEAD
 
-start_daemon "$BUILD/bin/siftd" --model "$MODEL" --pipelines "$ROOT/pipelines" \
-  --plugins "$BUILD/plugins" --staging-dir "$TMP" --bind 'tcp://127.0.0.1:*' --http off \
-  --openai 127.0.0.1:0 --rescan-ms 0 --workers 1 --threads 2 --log-level warn
+start_daemon "${SIFTD[@]}"
 "${BENCH[@]}" --pipeline full --label "siftd with the model, pipeline full, whole answers"
 "${BENCH[@]}" --pipeline full --stream --label "siftd with the model, pipeline full, streamed"
 stop_daemon
 
-start_daemon "$BUILD/bin/sift-echo-daemon" --bind 'tcp://127.0.0.1:*' --openai 127.0.0.1:0
+start_daemon "${ECHO[@]}"
 "${BENCH[@]}" --pipeline echo --label "The front ends alone: sift-echo-daemon (no model), whole answers"
 "${BENCH[@]}" --pipeline echo --stream \
   --label "The front ends alone: sift-echo-daemon (no model), streamed"
 stop_daemon
 
+cat >> "$SECTION" <<TAIL
+Load on the machine: load average $LOAD_BEFORE before, $(cut -d' ' -f1-3 /proc/loadavg) after;
+other processes over 10% of a core (top, 1 s sample) before: $OTHERS_BEFORE; after: $(others).
+
+TAIL
 cat >> "$SECTION" <<'TAIL'
 Reading: the "round trip - daemon e2e" rows are the cost of each transport and front end outside
 the daemon's request clock (HTTP: reading the request, writing the answer, the hop from the
@@ -98,7 +134,7 @@ worker through the front end's I/O thread to the HTTP thread; ZeroMQ: the same t
 DEALER/ROUTER sockets and the I/O thread). Parsing and admission are inside e2e on both paths;
 the HTTP path's extra step there (translating the OpenAI body into a SIFT/1 request) shows in
 the echo runs' e2e. With the model, the client round trips of the two paths differ by the
-model's run-to-run variation (hundreds of ms on a loaded 2-core machine), not by the transport;
-the p99 columns on a shared machine mostly measure scheduling delays.
+model's run-to-run variation (its own clock, "daemon e2e", moves by as much), not by the
+transport; the p99 columns on a shared machine mostly measure scheduling delays.
 TAIL
 cat "$SECTION" > "$OUT"
