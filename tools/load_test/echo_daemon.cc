@@ -17,8 +17,11 @@
 #include <cstdlib>
 #include <cstring>
 #include <fstream>
+#include <iostream>
 #include <sstream>
 #include <string>
+
+#include <boost/program_options.hpp>
 
 #include "daemon/front_end.h"
 #include "daemon/log.h"
@@ -80,29 +83,35 @@ void OnSignal(int sig) { g_signal = sig; }
 }  // namespace
 
 int main(int argc, char** argv) {
+  namespace po = boost::program_options;
   FrontEndOptions o;
-  o.endpoints = {"tcp://127.0.0.1:*"};
+  std::string bind = "tcp://127.0.0.1:*";
   std::string ready_file;
   OpenAiServerOptions openai_options;
-  for (int i = 1; i + 1 < argc; i += 2) {
-    const std::string k = argv[i], v = argv[i + 1];
-    if (k == "--ready-file") {
-      ready_file = v;
-    } else if (k == "--bind") {
-      o.endpoints = {v};
-    } else if (k == "--workers") {
-      o.workers = std::atoi(v.c_str());
-    } else if (k == "--queue-size") {
-      o.queue_size = std::atoll(v.c_str());
-    } else if (k == "--openai") {
-      openai_options.address = v;
-    } else {
-      std::fprintf(stderr,
-                   "usage: sift-echo-daemon --ready-file F [--bind E] [--workers N] "
-                   "[--queue-size N] [--openai HOST:PORT]\n");
-      return 2;
-    }
+  po::options_description desc(
+      "sift-echo-daemon: siftd's front end with a trivial backend (pipeline \"echo\"), for "
+      "measuring the daemon's own overhead\noptions");
+  desc.add_options()("help,h", "this help")(
+      "ready-file", po::value(&ready_file)->value_name("FILE"),
+      "write {\"pid\", \"endpoints\", \"openai\"} here once serving")(
+      "bind", po::value(&bind)->default_value(bind)->value_name("ENDPOINT"), "ZeroMQ endpoint")(
+      "workers", po::value(&o.workers)->default_value(o.workers), "worker threads")(
+      "queue-size", po::value(&o.queue_size)->default_value(o.queue_size), "admission queue")(
+      "openai", po::value(&openai_options.address)->value_name("[HOST:]PORT"),
+      "also serve the OpenAI-compatible HTTP port (docs/openai.md) here");
+  po::variables_map vm;
+  try {
+    po::store(po::parse_command_line(argc, argv, desc), vm);
+    po::notify(vm);
+  } catch (const po::error& e) {
+    std::fprintf(stderr, "sift-echo-daemon: %s (--help lists the options)\n", e.what());
+    return 2;
   }
+  if (vm.count("help")) {
+    std::cout << desc << "\nRuns until SIGTERM or SIGINT (graceful drain).\n";
+    return 0;
+  }
+  o.endpoints = {bind};
   SetLogLevel(LogLevel::kWarn);
   struct sigaction sa {};
   sa.sa_handler = OnSignal;
