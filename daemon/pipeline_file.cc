@@ -87,7 +87,11 @@ StageConfig ParseStage(const std::string& file, const toml::table& t, size_t ind
   s.plugin = plugin->as_string()->get();
   s.label = OptionalString(file, t, "name", s.plugin, context);
   if (!ValidLabel(s.label)) {
-    Fail(At(file, *t.get("name")), context + "key 'name' must be [A-Za-z0-9_.-]+");
+    // Without a 'name' the label is the plugin's name, which must then be a valid label itself.
+    const toml::node* name = t.get("name");
+    Fail(name != nullptr ? At(file, *name) : s.where,
+         context + (name != nullptr ? "key 'name'" : "the plugin name (the stage's default name)") +
+             " must be [A-Za-z0-9_.-]+");
   }
   const std::string in_stage = "stage '" + s.label + "': ";
   s.endpoint = OptionalString(file, t, "endpoint", "", in_stage);
@@ -118,7 +122,11 @@ PipelineConfig Parse(const toml::table& root, const std::string& file) {
   RejectUnknownKeys(file, root, {"name", "description", "model", "stage"}, "");
   config.name = OptionalString(file, root, "name", std::filesystem::path(file).stem().string(), "");
   if (!ValidLabel(config.name)) {
-    Fail(At(file, *root.get("name")), "key 'name' must be [A-Za-z0-9_.-]+");
+    // Without a 'name' the pipeline is named after its file, whose stem must then be valid.
+    const toml::node* name = root.get("name");
+    Fail(name != nullptr ? At(file, *name) : At(file, root),
+         std::string(name != nullptr ? "key 'name'" : "the file name (the pipeline's default name)") +
+             " must be [A-Za-z0-9_.-]+");
   }
   config.description = OptionalString(file, root, "description", "", "");
   config.model = OptionalString(file, root, "model", "default", "");

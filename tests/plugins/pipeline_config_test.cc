@@ -164,6 +164,22 @@ TEST(PipelineConfigTest, MissingAndMistypedValues) {
             "pipelines/t.toml:4: parameter 'when': dates and times are not supported");
 }
 
+// Found by fuzz_pipeline_toml: without a 'name' the default (the plugin's or the file's name) was
+// checked and the error pointed at the absent key (a null dereference).
+TEST(PipelineConfigTest, InvalidDefaultNamesAreErrorsNotCrashes) {
+  EXPECT_EQ(ErrorOf("[[stage]]\nplugin = \"h2o\xef\xbb\xbf\"\n"),
+            "pipelines/t.toml:1: stage 1: the plugin name (the stage's default name) must be "
+            "[A-Za-z0-9_.-]+");
+  try {
+    ParsePipelineText("[[stage]]\nplugin = \"prefill_full\"\n", "pipelines/my pipe.toml");
+    ADD_FAILURE() << "accepted a file name with a space as the pipeline's name";
+  } catch (const Error& e) {
+    EXPECT_STREQ(e.what(),
+                 "pipelines/my pipe.toml:1: the file name (the pipeline's default name) must be "
+                 "[A-Za-z0-9_.-]+");
+  }
+}
+
 TEST(PipelineConfigTest, EndpointMustBeTcpHostPort) {
   EXPECT_EQ(ErrorOf("[[stage]]\nplugin = \"prefill_full\"\nendpoint = \"localhost:5\"\n"),
             "pipelines/t.toml:3: stage 'prefill_full': key 'endpoint' must look like "
