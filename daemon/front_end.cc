@@ -268,6 +268,7 @@ void FrontEnd::IoLoop() {
     }
     PollConnectionEvents();
     ProcessOutbox();
+    ProcessInbox();
     if (items[0].revents & ZMQ_POLLIN) {
       for (int i = 0; i < kRecvBatch; ++i) {
         std::vector<zmq::message_t> frames;
@@ -314,6 +315,7 @@ void FrontEnd::IoLoop() {
   }
   ProcessOutbox();
   FlushBacklogs();
+  CloseInbox();
   LogInfo("front_end_stopped", {{"undelivered_clients", backlog_.size()}});
   if (on_stopped_) on_stopped_();
 }
@@ -710,6 +712,7 @@ void FrontEnd::Transmit(const std::string& identity, const json& header,
   // connections right before sending, and never send to one.
   PollConnectionEvents();
   if (request != nullptr && request->cause() == CancelCause::kClientGone) return;
+  if (DeliverExternal(identity, header)) return;
   std::string bytes = Serialize(header);
   auto it = backlog_.find(identity);
   if (it != backlog_.end()) {
@@ -846,6 +849,119 @@ void FrontEnd::MaybeTrim(Clock::time_point now) {
   trim_pending_ = false;
   last_trim_ = now;
   ::malloc_trim(0);
+}
+
+// ---------------------------------------------------------------------------------------------
+// External clients (ExternalClient): each submission is a client of its own, named by an
+// identity no ZeroMQ peer can have (ROUTER-made ids are 5 bytes; ids a client chooses are
+// refused).
+
+namespace {
+
+const std::string kExternalPrefix("\0sift-external:", 15);
+
+bool IsExternal(const std::string& identity) {
+  return identity.size() > kExternalPrefix.size() &&
+         identity.compare(0, kExternalPrefix.size(), kExternalPrefix) == 0;
+}
+
+void DeliverTo(ExternalClient& client, const json& header) {
+  try {
+    client.Deliver(header);
+  } catch (const std::exception& e) {
+    LogError("external_deliver_failed", {{"error", e.what()}});
+  }
+}
+
+}  // namespace
+
+uint64_t FrontEnd::SubmitExternal(GenerateRequest request, Clock::time_point received,
+                                  std::shared_ptr<ExternalClient> client) {
+  const uint64_t handle = next_external_.fetch_add(1);
+  PushInbox(
+      {kExternalPrefix + std::to_string(handle), std::move(request), received, std::move(client)});
+  return handle;
+}
+
+void FrontEnd::ExternalGone(uint64_t handle) {
+  PushInbox({kExternalPrefix + std::to_string(handle), GenerateRequest(), Clock::now(), nullptr});
+}
+
+void FrontEnd::PushInbox(InItem item) {
+  bool was_empty;
+  {
+    std::lock_guard<std::mutex> lock(in_mu_);
+    if (!inbox_closed_) {
+      was_empty = inbox_.empty();
+      inbox_.push_back(std::move(item));
+      if (was_empty) Wake();
+      return;
+    }
+  }
+  // The I/O thread has stopped: nothing will serve this request.
+  if (item.client) {
+    DeliverTo(*item.client,
+              ErrorHeader(item.request.id,
+                          Status(StatusCode::kUnavailable, "shutting_down",
+                                 "the daemon is shutting down; retry on another instance")));
+  }
+}
+
+void FrontEnd::ProcessInbox() {
+  std::deque<InItem> items;
+  {
+    std::lock_guard<std::mutex> lock(in_mu_);
+    items.swap(inbox_);
+  }
+  for (InItem& item : items) {
+    if (!item.client) {
+      ClientGone(item.identity, "disconnected");
+      external_.erase(item.identity);
+      continue;
+    }
+    external_[item.identity] = std::move(item.client);
+    metrics_.Add("sift_messages_total", {{"type", "generate"}});
+    ClientMessage message;
+    message.type = MessageType::kGenerate;
+    message.id = item.request.id;
+    message.has_id = true;
+    message.generate = std::move(item.request);
+    try {
+      // 0 bytes: the HTTP body was read and freed on the OpenAI server's thread (no malloc_trim
+      // on its account here).
+      HandleGenerate(item.identity, message, item.received, 0);
+    } catch (const std::exception& e) {
+      LogError("message_failed", {{"error", e.what()}});
+      Transmit(item.identity,
+               ErrorHeader(message.id, Status(StatusCode::kInternal, "internal", e.what())));
+    }
+  }
+}
+
+void FrontEnd::CloseInbox() {
+  std::deque<InItem> items;
+  {
+    std::lock_guard<std::mutex> lock(in_mu_);
+    inbox_closed_ = true;
+    items.swap(inbox_);
+  }
+  const Status status(StatusCode::kUnavailable, "shutting_down",
+                      "the daemon is shutting down; retry on another instance");
+  for (InItem& item : items) {
+    if (item.client) DeliverTo(*item.client, ErrorHeader(item.request.id, status));
+  }
+  // Clients whose request never got its terminal (the drain gave up on it).
+  for (auto& [identity, client] : external_) DeliverTo(*client, ErrorHeader(nullptr, status));
+  external_.clear();
+}
+
+bool FrontEnd::DeliverExternal(const std::string& identity, const json& header) {
+  if (!IsExternal(identity)) return false;
+  auto it = external_.find(identity);
+  if (it == external_.end()) return true;  // gone or already answered: nobody to tell
+  DeliverTo(*it->second, header);
+  if (IsTerminal(header)) external_.erase(it);
+  return true;
 }
 
 }  // namespace sift::daemon

@@ -56,6 +56,18 @@
 
 namespace sift::daemon {
 
+// A client on another transport (the OpenAI-compatible HTTP port, openai_server.h). Its
+// generates go through the front end's admission, queue, deadlines, metrics, log and drain
+// exactly like a ZeroMQ client's, and it receives the same reply headers (accepted, chunk,
+// heartbeat, final, error), on the I/O thread: Deliver must be quick (hand the header to the
+// client's own thread) and must not call into the front end. After a final or error for its
+// request the front end forgets it.
+class ExternalClient {
+ public:
+  virtual ~ExternalClient() = default;
+  virtual void Deliver(const nlohmann::json& header) = 0;
+};
+
 struct FrontEndOptions {
   std::vector<std::string> endpoints = {"tcp://127.0.0.1:7700"};
   CurveConfig curve;  // required for non-loopback endpoints
@@ -93,6 +105,14 @@ class FrontEnd final : public ReplySink {
   void Wait();
   // Called on the I/O thread right before it exits.
   void set_on_stopped(std::function<void()> fn) { on_stopped_ = std::move(fn); }
+
+  // From any thread: admits `request` (already validated, e.g. by ParseClientMessage) for
+  // `client`, as its own client connection; returns a handle for ExternalGone. Once the I/O
+  // thread has stopped, the client gets UNAVAILABLE / shutting_down at once.
+  uint64_t SubmitExternal(GenerateRequest request, Clock::time_point received,
+                          std::shared_ptr<ExternalClient> client);
+  // From any thread: that client went away; its request is cancelled (client_gone).
+  void ExternalGone(uint64_t handle);
 
   int64_t live_requests() const { return live_count_.load(); }
   Scheduler& scheduler() { return scheduler_; }
@@ -140,6 +160,17 @@ class FrontEnd final : public ReplySink {
   void MaybeTrim(Clock::time_point now);
   int64_t RetryAfterMs() const;
   bool DrainFinished() const;
+  // External clients (section at the end of front_end.cc).
+  struct InItem {
+    std::string identity;
+    GenerateRequest request;
+    Clock::time_point received;
+    std::shared_ptr<ExternalClient> client;  // null: the client went away
+  };
+  void PushInbox(InItem item);
+  void ProcessInbox();
+  void CloseInbox();
+  bool DeliverExternal(const std::string& identity, const nlohmann::json& header);
 
   FrontEndOptions options_;
   Backend& backend_;
@@ -165,6 +196,12 @@ class FrontEnd final : public ReplySink {
   std::deque<OutItem> outbox_;  // guarded by out_mu_
   int wake_pipe_[2] = {-1, -1};
 
+  // Inbox of external clients' submissions: filled from any thread, emptied by the I/O thread.
+  std::mutex in_mu_;
+  std::deque<InItem> inbox_;   // guarded by in_mu_
+  bool inbox_closed_ = false;  // guarded by in_mu_; set when the I/O thread exits
+  std::atomic<uint64_t> next_external_{1};
+
   std::atomic<bool> draining_{false};
   std::atomic<bool> drain_now_{false};
   std::atomic<int64_t> live_count_{0};
@@ -172,6 +209,7 @@ class FrontEnd final : public ReplySink {
   // ---- I/O thread only ----
   std::unordered_map<std::string, std::shared_ptr<LiveRequest>> live_;
   std::unordered_map<std::string, std::deque<std::string>> backlog_;
+  std::unordered_map<std::string, std::shared_ptr<ExternalClient>> external_;
   std::unordered_map<std::string, int64_t> inflight_;  // live requests per routing id
   std::unordered_map<std::string, int> peer_fd_;       // routing id -> its connection's fd
   std::unordered_map<int, std::string> fd_peer_;       // and back

@@ -2,6 +2,7 @@
 
 #include <sstream>
 
+#include "daemon/listen_address.h"
 #include "daemon/log.h"
 
 namespace sift::daemon {
@@ -106,34 +107,13 @@ OpsHttpServer::OpsHttpServer(asio::io_context& io, Handler handler)
 OpsHttpServer::~OpsHttpServer() { Stop(); }
 
 Status OpsHttpServer::Listen(const std::string& host_port) {
-  const size_t colon = host_port.rfind(':');
-  if (colon == std::string::npos) {
-    return Status(StatusCode::kInvalidArgument, "bad_http_address",
-                  "--http expects host:port, got '" + host_port + "'");
-  }
-  std::string host = host_port.substr(0, colon);
-  const std::string port_text = host_port.substr(colon + 1);
-  if (host.size() >= 2 && host.front() == '[' && host.back() == ']') {
-    host = host.substr(1, host.size() - 2);
-  }
-  if (host == "localhost") host = "127.0.0.1";
-  boost::system::error_code ec;
-  const asio::ip::address address = asio::ip::make_address(host, ec);
-  if (ec || !address.is_loopback()) {
+  tcp::endpoint endpoint;
+  SIFT_RETURN_IF_ERROR(ParseListenAddress(host_port, "--http", "bad_http_address", &endpoint));
+  if (!endpoint.address().is_loopback()) {
     return Status(StatusCode::kInvalidArgument, "bad_http_address",
                   "--http must be a loopback address (127.0.0.1, ::1), got '" + host_port + "'");
   }
-  unsigned long port = 0;
-  try {
-    port = std::stoul(port_text);
-  } catch (...) {
-    port = 65536;
-  }
-  if (port > 65535) {
-    return Status(StatusCode::kInvalidArgument, "bad_http_address",
-                  "--http: bad port '" + port_text + "'");
-  }
-  const tcp::endpoint endpoint(address, static_cast<uint16_t>(port));
+  boost::system::error_code ec;
   acceptor_.open(endpoint.protocol(), ec);
   if (!ec) acceptor_.set_option(asio::socket_base::reuse_address(true), ec);
   if (!ec) acceptor_.bind(endpoint, ec);

@@ -33,7 +33,8 @@ class OpsHttpServer {
   OpsHttpServer(boost::asio::io_context& io, Handler handler);
   ~OpsHttpServer();
 
-  // host:port with a loopback host (127.x.x.x, localhost, ::1, [::1]); port 0 picks a free one.
+  // A loopback address (listen_address.h: "127.0.0.1:PORT", "[::1]:PORT", "localhost:PORT" or a
+  // bare PORT); port 0 picks a free one.
   Status Listen(const std::string& host_port);
   // "127.0.0.1:PORT" once listening.
   std::string address() const;

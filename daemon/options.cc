@@ -83,10 +83,26 @@ ParseResult ParseOptions(int argc, const char* const* argv, DaemonOptions* o,
       "curve-client-keys", po::value(&o->curve_client_keys),
       "file of authorised client public keys, one per line");
 
+  po::options_description openai("OpenAI-compatible HTTP (docs/openai.md)");
+  openai.add_options()("openai", po::value(&o->openai)->value_name("[HOST:]PORT"),
+                       "serve /v1/chat/completions, /v1/completions and /v1/models here (off "
+                       "by default; a bare port is on 127.0.0.1); a non-loopback host needs "
+                       "--openai-api-keys")(
+      "openai-api-keys", po::value(&o->openai_api_keys)->value_name("FILE"),
+      "file of accepted API keys (Authorization: Bearer), one per line")(
+      "openai-max-body-bytes",
+      po::value(&o->openai_max_body_bytes)->default_value(o->openai_max_body_bytes),
+      "largest request body (413 beyond)")(
+      "openai-max-connections",
+      po::value(&o->openai_max_connections)->default_value(o->openai_max_connections),
+      "open connections at most (503 beyond)")(
+      "openai-timeout-ms", po::value(&o->openai_timeout_ms)->default_value(o->openai_timeout_ms),
+      "limit for receiving a request's header, its body, each write, and keep-alive idling");
+
   po::options_description all(
       "siftd: serve an LLM through pipelines of compression stages.\n"
       "usage: siftd [options]");
-  all.add(general).add(model).add(serving).add(security);
+  all.add(general).add(model).add(serving).add(security).add(openai);
 
   po::variables_map vm;
   try {
@@ -134,6 +150,12 @@ ParseResult ParseOptions(int argc, const char* const* argv, DaemonOptions* o,
   if (o->max_header_bytes < 1024) return bad("--max-header-bytes must be at least 1024");
   if (o->max_client_inflight < 0 || o->preflight_timeout_ms < 100) {
     return bad("--max-client-inflight must be >= 0 and --preflight-timeout-ms >= 100");
+  }
+  if (o->openai_max_body_bytes < 1024 || o->openai_max_connections < 1 ||
+      o->openai_timeout_ms < 100) {
+    return bad(
+        "--openai-max-body-bytes >= 1024, --openai-max-connections >= 1 and "
+        "--openai-timeout-ms >= 100 are required");
   }
   return ParseResult::kRun;
 }

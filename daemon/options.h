@@ -28,8 +28,8 @@ struct DaemonOptions {
   std::string device = "cpu";
   std::string dtype = "bf16";
   std::string weights = "native";  // sift::WeightFormat
-  int threads = 0;    // LibTorch intra-op threads; 0 = all cores
-  int64_t n_ctx = 0;  // context limit; 0 = the model's
+  int threads = 0;                 // LibTorch intra-op threads; 0 = all cores
+  int64_t n_ctx = 0;               // context limit; 0 = the model's
   int64_t question_tokens = 32;
   // Serving.
   std::vector<std::string> bind = {"tcp://127.0.0.1:7700"};
@@ -49,6 +49,12 @@ struct DaemonOptions {
   std::string curve_secret_key;
   std::string curve_client_keys;
   std::string make_curve_keys;  // PREFIX: write a key pair and exit
+  // OpenAI-compatible HTTP port (docs/openai.md); off unless `openai` is set.
+  std::string openai;  // [host:]port (listen_address.h); "" or "off" disables
+  std::string openai_api_keys;
+  int64_t openai_max_body_bytes = 16ll << 20;
+  int openai_max_connections = 512;
+  int openai_timeout_ms = 30000;
   // Operations.
   std::string log_level = "info";
   std::string ready_file;

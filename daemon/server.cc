@@ -13,6 +13,7 @@
 #include "daemon/front_end.h"
 #include "daemon/log.h"
 #include "daemon/metrics.h"
+#include "daemon/openai_server.h"
 #include "daemon/ops_http.h"
 #include "daemon/plugin_preflight.h"
 #include "daemon/request_runner.h"
@@ -136,6 +137,21 @@ int RunDaemon(const DaemonOptions& o) {
                                  {"message",
                                   "non-loopback endpoints need --curve-secret-key and "
                                   "--curve-client-keys (docs/operations.md)"}});
+      return 1;
+    }
+  }
+
+  OpenAiServerOptions oo;
+  const bool openai_on = !o.openai.empty() && o.openai != "off";
+  if (openai_on) {
+    oo.address = o.openai;
+    oo.api_keys_file = o.openai_api_keys;
+    oo.max_body_bytes = o.openai_max_body_bytes;
+    oo.max_connections = o.openai_max_connections;
+    oo.timeout_ms = o.openai_timeout_ms;
+    Status st = OpenAiServer::CheckOptions(oo);
+    if (!st.ok()) {
+      LogError("openai_config_failed", {{"reason", st.reason()}, {"error", st.message()}});
       return 1;
     }
   }
@@ -293,6 +309,18 @@ int RunDaemon(const DaemonOptions& o) {
     return 1;
   }
 
+  // The OpenAI-compatible port feeds the same front end (queue, metrics, drain).
+  std::unique_ptr<OpenAiServer> openai;
+  if (openai_on) {
+    openai = std::make_unique<OpenAiServer>(oo, fe, backend_impl, metrics);
+    st = openai->Start();
+    if (!st.ok()) {
+      LogError("start_failed", {{"reason", st.reason()}, {"error", st.message()}});
+      shutdown_asio();
+      return 1;
+    }
+  }
+
   Catalog* const catalog_ptr = catalog_owner.get();
   metrics.DeclareGauge("sift_catalog_generation", "Generation of the published catalog.",
                        [catalog_ptr] {
@@ -326,6 +354,7 @@ int RunDaemon(const DaemonOptions& o) {
   json ready = {{"pid", static_cast<int64_t>(::getpid())},
                 {"endpoints", fe.endpoints()},
                 {"http", http_on ? http.address() : ""},
+                {"openai", openai ? openai->address() : ""},
                 {"model", model->config().name},
                 {"pipelines_ok", pipelines_ok},
                 {"pipelines_failed", pipelines_failed},
@@ -348,6 +377,7 @@ int RunDaemon(const DaemonOptions& o) {
 
   fe.Wait();  // returns once a drain has completed
   asio::post(io, [&] { front_end = nullptr; });
+  if (openai) openai->Stop(/*grace_ms=*/2000);  // delivers the front end's last replies
   shutdown_asio();
   if (!o.ready_file.empty()) std::remove(o.ready_file.c_str());
   LogInfo("stopped",

@@ -1,5 +1,6 @@
 // RunDaemon: siftd's wiring. Loads the model once, builds the catalog, starts the front end
-// (ZeroMQ client port, scheduler, workers) and the operations side (Boost.Asio: signals,
+// (ZeroMQ client port, scheduler, workers), the optional OpenAI-compatible HTTP port on the
+// same front end (--openai, openai_server.h) and the operations side (Boost.Asio: signals,
 // rescan timer, HTTP /health and /metrics), then serves until SIGTERM/SIGINT drains it.
 //
 // Signals: SIGTERM or SIGINT starts a graceful drain (a second one cancels what is left);

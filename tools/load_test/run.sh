@@ -7,7 +7,9 @@
 #      it, then SIGHUP);
 #   2. the same daemon without swaps (16 x 10, three rounds), as the RSS control;
 #   3. build/bin/sift-echo-daemon: the same front end with a trivial backend (no model), 32 x
-#      100, to isolate the daemon's own protocol + dispatch cost.
+#      100, to isolate the daemon's own protocol + dispatch cost;
+#   4. tools/load_test/openai_overhead.sh: the OpenAI HTTP path vs the ZeroMQ path, request by
+#      request, on siftd and on sift-echo-daemon (a section of its own at the end).
 #
 #   tools/load_test/run.sh [--build DIR] [--out FILE] [--quick]
 #
@@ -184,5 +186,8 @@ cat >> "$OUT" <<'TAIL'
   Its concurrent rows show what 32 clients sharing one I/O thread and one worker on 2 cores
   add by queueing (Little's law: 32 in flight / throughput).
 TAIL
+# 4. The OpenAI-compatible HTTP path vs ZeroMQ on the same daemons (its own section, last).
+"$ROOT/tools/load_test/openai_overhead.sh" --build "$BUILD" --out "$TMP/openai.md" || rc=$?
+{ echo; cat "$TMP/openai.md"; } >> "$OUT"
 echo "wrote $OUT" >&2
 exit "$rc"
