@@ -51,12 +51,15 @@ int PollHop(zmq::pollitem_t* items, size_t count, std::chrono::milliseconds time
 }
 
 zmq::message_t TensorFrame(const at::Tensor& tensor) {
+  SIFT_CHECK(tensor.device().is_cpu() && tensor.is_contiguous(),
+             "TensorFrame: expected a contiguous CPU tensor (EncodeState's frames), got one on ",
+             tensor.device());
   if (tensor.nbytes() == 0) return zmq::message_t();
   auto* owner = new at::Tensor(tensor);
   // ZeroMQ calls this from its I/O thread (or the receiver's, in process): deleting a Tensor
   // (an atomic refcount drop) is thread-safe.
   return zmq::message_t(
-      owner->data_ptr(), owner->nbytes(),
+      owner->data_ptr(), owner->nbytes(),  // host: checked above (CPU, contiguous)
       [](void*, void* hint) { delete static_cast<at::Tensor*>(hint); }, owner);
 }
 

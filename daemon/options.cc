@@ -33,6 +33,8 @@ ParseResult ParseOptions(int argc, const char* const* argv, DaemonOptions* o,
       "staging-dir", po::value(&o->staging_dir), "where loaded plugin copies go (default: temp)")(
       "device", po::value(&o->device)->default_value(o->device), "cpu or cuda")(
       "dtype", po::value(&o->dtype)->default_value(o->dtype), "bf16 or fp32")(
+      "weights", po::value(&o->weights)->default_value(o->weights),
+      "native: decode multiplies by the GGUF's own blocks; dense: by the dequantised copy")(
       "threads", po::value(&o->threads)->default_value(o->threads),
       "LibTorch intra-op threads (0 = all cores)")(
       "n-ctx", po::value(&o->n_ctx)->default_value(o->n_ctx),

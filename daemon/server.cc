@@ -16,6 +16,7 @@
 #include "daemon/ops_http.h"
 #include "daemon/request_runner.h"
 #include "daemon/worker.h"
+#include "sift/device.h"
 #include "sift/error.h"
 #include "sift/model.h"
 
@@ -48,7 +49,8 @@ std::pair<int, int> CountOk(const json& list, const char* section) {
 std::shared_ptr<const Model> LoadModel(const DaemonOptions& o) {
   ModelOptions mo;
   mo.dtype = ParseDtype(o.dtype);
-  mo.device = at::Device(o.device);
+  mo.weights = ParseWeightFormat(o.weights);
+  mo.device = ParseDevice(o.device);
   mo.threads = o.threads;
   ConfigureThreads(o.threads);
   const auto start = std::chrono::steady_clock::now();
@@ -60,6 +62,8 @@ std::shared_ptr<const Model> LoadModel(const DaemonOptions& o) {
        {"layers", model->config().num_layers},
        {"context_length", model->config().context_length},
        {"dtype", DtypeName(mo.dtype)},
+       {"weights", model->native_weights() ? "native" : "dense"},
+       {"kernels", model->KernelSummary()},
        {"device", mo.device.str()},
        {"ms", std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start)
                   .count()}});
@@ -234,6 +238,14 @@ int RunDaemon(const DaemonOptions& o) {
   std::unique_ptr<Catalog> catalog_owner;
   try {
     model = LoadModel(o);
+    metrics.DeclareGauge("sift_engine_info",
+                         "1, labelled with the engine's configuration (CPU kernels, weights).");
+    metrics.Set("sift_engine_info",
+                {{"kernels", model->KernelSummary()},
+                 {"weights", model->native_weights() ? "native" : "dense"},
+                 {"dtype", DtypeName(model->options().dtype)},
+                 {"device", model->options().device.str()}},
+                1);
     CatalogOptions co;
     co.plugins_dir = o.plugins_dir;
     co.pipelines_dir = o.pipelines_dir;

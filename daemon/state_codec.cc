@@ -5,6 +5,7 @@
 #include <utility>
 
 #include "sift/error.h"
+#include "sift/host.h"
 
 namespace sift::daemon {
 namespace {
@@ -28,7 +29,7 @@ class Encoder {
   // Descriptor of `t` (null when undefined); its bytes become the next frame.
   json Tensor(const at::Tensor& t) {
     if (!t.defined()) return nullptr;
-    at::Tensor c = t.to(at::kCPU).contiguous();
+    at::Tensor c = ToHost(t);
     json d = {{"frame", tensors_.size()},
               {"dtype", WireDtypeName(c.scalar_type())},
               {"shape", c.sizes().vec()}};
@@ -36,8 +37,9 @@ class Encoder {
     return d;
   }
   json Bytes(const std::string& s) {
-    at::Tensor t = at::empty({static_cast<int64_t>(s.size())}, at::kByte);
-    if (!s.empty()) std::memcpy(t.data_ptr(), s.data(), s.size());
+    at::Tensor t = at::empty({static_cast<int64_t>(s.size())},
+                             at::TensorOptions().dtype(at::kByte).device(at::kCPU));
+    if (!s.empty()) std::memcpy(t.data_ptr(), s.data(), s.size());  // host: t is new, on the CPU
     return Tensor(t);
   }
   std::vector<at::Tensor> Take() { return std::move(tensors_); }
@@ -124,8 +126,8 @@ class Decoder {
     const size_t expected = static_cast<size_t>(numel) * c10::elementSize(dtype);
     SIFT_CHECK(f.size == expected, "state: '", path, "' (", WireDtypeName(dtype), " ",
                json(shape).dump(), ") needs ", expected, " bytes, frame ", frame, " has ", f.size);
-    at::Tensor t = at::empty(shape, at::TensorOptions().dtype(dtype));
-    if (expected > 0) std::memcpy(t.data_ptr(), f.data, expected);
+    at::Tensor t = at::empty(shape, at::TensorOptions().dtype(dtype).device(at::kCPU));
+    if (expected > 0) std::memcpy(t.data_ptr(), f.data, expected);  // host: t is new, on the CPU
     return device_.is_cpu() ? t : t.to(device_);
   }
 
@@ -133,8 +135,8 @@ class Decoder {
     at::Tensor t = Tensor(d, path);
     SIFT_CHECK(t.defined() && t.scalar_type() == at::kByte && t.dim() == 1, "state header: '", path,
                "' must be a u8 vector");
-    at::Tensor c = t.to(at::kCPU);
-    return std::string(static_cast<const char*>(c.data_ptr()), c.numel());
+    const at::Tensor c = ToHost(t);
+    return std::string(static_cast<const char*>(c.data_ptr()), c.numel());  // host: ToHost'd
   }
 
   const at::Device& device() const { return device_; }
@@ -202,9 +204,11 @@ EncodedState EncodeState(const RequestState& s) {
   h["format"] = kStateFormat;
   h["id"] = s.id;
   static_assert(sizeof(TokenId) == sizeof(int32_t), "tokens travel as i32");
-  at::Tensor tokens = at::empty({static_cast<int64_t>(s.tokens.size())}, at::kInt);
+  at::Tensor tokens = at::empty({static_cast<int64_t>(s.tokens.size())},
+                                at::TensorOptions().dtype(at::kInt).device(at::kCPU));
   if (!s.tokens.empty()) {
-    std::memcpy(tokens.data_ptr(), s.tokens.data(), s.tokens.size() * sizeof(TokenId));
+    const size_t bytes = s.tokens.size() * sizeof(TokenId);
+    std::memcpy(tokens.data_ptr(), s.tokens.data(), bytes);  // host: tokens is new, on the CPU
   }
   h["tokens"] = enc.Tensor(tokens);
   h["question_begin"] = s.question_begin;
@@ -269,9 +273,8 @@ void DecodeState(const json& h, const std::vector<FrameView>& frames, const at::
   at::Tensor tokens = dec.Tensor(Field(h, "tokens", ""), "tokens");
   SIFT_CHECK(tokens.defined() && tokens.scalar_type() == at::kInt && tokens.dim() == 1,
              "state header: 'tokens' must be an i32 vector");
-  tokens = tokens.to(at::kCPU);
-  const int32_t* tp = tokens.data_ptr<int32_t>();
-  s.tokens.assign(tp, tp + tokens.numel());
+  const std::vector<int64_t> ids = HostInts(tokens);
+  s.tokens.assign(ids.begin(), ids.end());
   s.question_begin = Get<int64_t>(h, "question_begin", "");
   s.prompt_length = Get<int64_t>(h, "prompt_length", "");
 

@@ -10,7 +10,8 @@ ChunkKvStage::ChunkKvStage(const StageParams& params) : SelectStageBase(params, 
 }
 
 at::Tensor ChunkKvStage::ChoosePrefix(int64_t layer, const at::Tensor& scores, int64_t p,
-                                      int64_t keep, int64_t heads) const {
+                                      int64_t keep, int64_t heads,
+                                      const at::TensorOptions& index_options) const {
   if (shared_indices_) {
     return SelectChunks(scores.sum(0, /*keepdim=*/true), chunk_size_, keep, chunk_score_)[0];
   }

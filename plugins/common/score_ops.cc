@@ -60,7 +60,7 @@ at::Tensor TopKSorted(const at::Tensor& scores, int64_t k) {
   k = std::clamp<int64_t>(k, 0, n);
   if (k == n) {
     std::vector<int64_t> shape(scores.sizes().begin(), scores.sizes().end());
-    return at::arange(n, at::kLong).expand(shape).contiguous();
+    return at::arange(n, scores.options().dtype(at::kLong)).expand(shape).contiguous();
   }
   // Stable descending sort makes ties go to the lower index, deterministically.
   at::Tensor order = std::get<1>(scores.to(at::kFloat).sort(/*stable=*/true, -1, true));

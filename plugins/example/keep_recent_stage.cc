@@ -18,8 +18,10 @@ Status KeepRecentStage::Run(const Model& model, RequestState& state, StageContex
     if (context.Cancelled()) return context.CancelStatus();
     const int64_t size = cache.size(layer);
     const int64_t kept = std::min(size, keep_);
-    // The same entries for every KV head: indices [m] shared by all heads.
-    at::Tensor indices = at::arange(size - kept, size, at::kLong);
+    // The same entries for every KV head: indices [m] shared by all heads. They are computed
+    // without looking at the cache, so they live on the host like its positions: Select then
+    // needs no read from the device.
+    at::Tensor indices = at::arange(size - kept, size, cache.Positions(layer).options());
     if (kept < size) cache.Select(layer, indices);
     state.kept_indices[layer] =
         indices.unsqueeze(0).expand({cache.shape().num_kv_heads, kept}).contiguous();

@@ -3,6 +3,7 @@
 #include <algorithm>
 
 #include "score_ops.h"
+#include "sift/host.h"
 #include "sift/error.h"
 
 namespace sift::plugins {
@@ -21,9 +22,8 @@ std::vector<int64_t> GemFilterSelect(const at::Tensor& scores, int64_t question_
   const int64_t from_context = std::max<int64_t>(0, budget - (n - qb));
   if (from_context > 0 && qb > 0) {
     const at::Tensor pooled = Pool1d(scores.to(at::kFloat), PoolKind::kAvg, kernel);
-    const at::Tensor top = TopKSorted(pooled.narrow(0, 0, qb), from_context);
-    const int64_t* p = top.data_ptr<int64_t>();
-    out.assign(p, p + top.numel());
+    // Top-k on the scores' device; only the chosen indices come to the host.
+    out = HostInts(TopKSorted(pooled.narrow(0, 0, qb), from_context));
   }
   for (int64_t i = qb; i < n; ++i) out.push_back(i);
   return out;

@@ -24,8 +24,11 @@ bool PartialPrefill(const Model& model, const std::vector<TokenId>& tokens,
   AttentionOptions attention;
   attention.block_size = options.block_size;
 
-  const at::Tensor ids = at::tensor(std::vector<int64_t>(tokens.begin(), tokens.end()), at::kLong);
-  const at::Tensor positions = at::arange(n, at::kLong);
+  // Token ids and RoPE positions live on the host (sift/model.h); Embed moves the ids over.
+  const at::TensorOptions host_options = at::TensorOptions().dtype(at::kLong).device(at::kCPU);
+  const at::Tensor ids =
+      at::tensor(std::vector<int64_t>(tokens.begin(), tokens.end()), host_options);
+  const at::Tensor positions = at::arange(n, host_options);
   at::Tensor x = model.Embed(ids);
   for (int64_t layer = 0; layer < last; ++layer) {
     if (options.cancelled && options.cancelled()) return false;

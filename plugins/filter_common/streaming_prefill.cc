@@ -53,12 +53,15 @@ bool StreamingPrefill(const Model& model, const std::vector<TokenId>& tokens,
 
   KvCache cache = model.NewCache();
   const int64_t kv_heads = config.num_kv_heads, head_dim = config.head_dim;
-  const auto dtype = model.options().dtype;
+  const at::Device device = model.options().device;
+  // Token ids and RoPE positions live on the host (sift/model.h); Embed moves the ids over.
+  const at::TensorOptions host_options = at::TensorOptions().dtype(at::kLong).device(at::kCPU);
   std::map<int64_t, at::Tensor> keys;     // [Hkv, ctx (+ query), hd] per score layer
   std::map<int64_t, at::Tensor> queries;  // [Lq, Hq, hd]
   for (int64_t l : score_layers) {
     const int64_t rows = options.include_query_keys ? n : ctx;
-    keys[l] = at::empty({kv_heads, rows, head_dim}, at::TensorOptions().dtype(dtype));
+    keys[l] = at::empty({kv_heads, rows, head_dim},
+                        at::TensorOptions().dtype(model.options().dtype).device(device));
   }
   int64_t peak = 0;
   const int64_t total = static_cast<int64_t>(segments.size()) * (last + 1);
@@ -67,8 +70,8 @@ bool StreamingPrefill(const Model& model, const std::vector<TokenId>& tokens,
     const bool is_query = c0 == ctx;
     if (c1 <= c0) continue;
     std::vector<int64_t> ids(tokens.begin() + c0, tokens.begin() + c1);
-    const at::Tensor positions = at::arange(c0, c1, at::kLong);
-    at::Tensor x = model.Embed(at::tensor(ids, at::kLong));
+    const at::Tensor positions = at::arange(c0, c1, host_options);
+    at::Tensor x = model.Embed(at::tensor(ids, host_options));
     for (int64_t l = 0; l <= last; ++l, ++step) {
       if (options.cancelled && options.cancelled()) return false;
       if (options.progress) options.progress(step, total);
@@ -97,10 +100,10 @@ bool StreamingPrefill(const Model& model, const std::vector<TokenId>& tokens,
   out->peak_cache_entries = peak;
   AttentionOptions full;
   full.block_size = options.block_size;
-  const at::Tensor q_pos = at::arange(ctx, n, at::kLong);
+  const at::Tensor q_pos = at::arange(ctx, n, host_options);
   for (int64_t l : score_layers) {
     const at::Tensor& k = keys[l];
-    const at::Tensor k_pos = at::arange(k.size(1), at::kLong);
+    const at::Tensor k_pos = at::arange(k.size(1), host_options);
     AttentionStatsRequest request;
     request.max_from_query = 0;
     AttentionStats stats;

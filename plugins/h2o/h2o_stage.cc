@@ -9,7 +9,7 @@ H2oStage::H2oStage(const StageParams& params)
 }
 
 at::Tensor H2oStage::ChoosePrefix(int64_t layer, const at::Tensor& scores, int64_t p, int64_t keep,
-                                  int64_t heads) const {
+                                  int64_t heads, const at::TensorOptions& index_options) const {
   return SelectTopK(scores, keep);
 }
 

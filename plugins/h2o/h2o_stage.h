@@ -32,7 +32,7 @@ class H2oStage : public SelectStageBase {
     return static_cast<int64_t>(std::floor(recent_ratio_ * static_cast<double>(layer_budget)));
   }
   at::Tensor ChoosePrefix(int64_t layer, const at::Tensor& scores, int64_t p, int64_t keep,
-                          int64_t heads) const override;
+                          int64_t heads, const at::TensorOptions& index_options) const override;
 
  private:
   double recent_ratio_;

@@ -75,6 +75,8 @@ Status PrefillFullStage::Run(const Model& model, RequestState& state, StageConte
 
   auto cache = std::make_unique<KvCache>(model.NewCache());
   const int64_t layers = config.num_layers;
+  // Sized once for the prompt and the answer: decode appends into free slots.
+  cache->set_headroom(state.generation.max_tokens);
   for (int64_t l = 0; l < layers; ++l) cache->Reserve(l, n);
   const int64_t chunk = chunk_size_ > 0 ? std::min(chunk_size_, n) : n;
   const int64_t chunks = (n + chunk - 1) / chunk;

@@ -83,7 +83,7 @@ Status PrefillSkipStage::Run(const Model& model, RequestState& state, StageConte
   std::shared_ptr<const SptsProxy> proxy;
   if (ltp_) {
     try {
-      proxy = SptsProxy::LoadShared(proxy_path_);
+      proxy = SptsProxy::LoadShared(proxy_path_, model.options().device);
       proxy->CheckModel(config, proxy_path_);
     } catch (const Error& e) {
       return Status(StatusCode::kFailedPrecondition, "spts_proxy", e.what());

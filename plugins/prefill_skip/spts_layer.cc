@@ -7,6 +7,7 @@
 
 #include "score_ops.h"
 #include "sift/error.h"
+#include "sift/host.h"
 
 namespace sift::plugins {
 namespace {
@@ -72,7 +73,10 @@ SptsLayerResult SptsSkipLayer(const Model& model, int64_t layer, at::Tensor& x,
   const int64_t m = std::max<int64_t>(1, std::min(options.active, n));
   const double scale = options.attention.scale > 0 ? options.attention.scale
                                                    : 1.0 / std::sqrt(static_cast<double>(hd));
-  at::Tensor pos = positions.to(x.device(), at::kLong);
+  // Positions are host metadata (sift/model.h); the active rows are chosen on x's device.
+  const at::Tensor pos =
+      positions.is_cpu() ? positions.to(at::kLong) : ToHost(positions.to(at::kLong));
+  const at::TensorOptions row_options = x.options().dtype(at::kLong);
   at::Tensor last_pos = pos.slice(0, n - 1, n);
   const int64_t min_rows = UpcastMinRows(model);
   SptsLayerResult result;
@@ -85,7 +89,7 @@ SptsLayerResult SptsSkipLayer(const Model& model, int64_t layer, at::Tensor& x,
     at::Tensor q = model.ApplyRope(qkv.q, pos);
     at::Tensor k = model.ApplyRope(qkv.k, pos);
     result.scores = PapScores(q.slice(0, n - 1, n), k, scale);
-    result.attn_active = at::arange(n, at::kLong);
+    result.attn_active = at::arange(n, row_options);
     cache.Append(layer, k, qkv.v, pos);
     AttentionOptions a = options.attention;
     a.upcast_fp32 = min_rows > 0 && n >= min_rows;
@@ -100,7 +104,7 @@ SptsLayerResult SptsSkipLayer(const Model& model, int64_t layer, at::Tensor& x,
     at::Tensor active = SelectWithLast(result.scores, m);
     result.attn_active = active;
     at::Tensor h_act = h.index_select(0, active);
-    at::Tensor pos_act = pos.index_select(0, active);
+    at::Tensor pos_act = pos.index_select(0, ToHost(active));  // one read per skipped layer
     at::Tensor q =
         model.ApplyRope(Linear(model, h_act, w.wq, w.bq).view({m, c.num_heads, hd}), pos_act);
     at::Tensor v = Linear(model, h_act, w.wv, w.bv).view({m, c.num_kv_heads, hd});
@@ -119,7 +123,7 @@ SptsLayerResult SptsSkipLayer(const Model& model, int64_t layer, at::Tensor& x,
     result.ffn_active = active;
     x.index_add_(0, active, model.Ffn(layer, hf.index_select(0, active)));
   } else {
-    result.ffn_active = at::arange(n, at::kLong);
+    result.ffn_active = at::arange(n, row_options);
     x.add_(model.Ffn(layer, model.FfnNorm(layer, x)));
   }
   return result;

@@ -4,6 +4,7 @@
 
 #include "score_ops.h"
 #include "sift/error.h"
+#include "sift/host.h"
 #include "spts_layer.h"
 
 namespace sift::plugins {
@@ -14,8 +15,10 @@ bool SptsPrefill(const Model& model, const std::vector<TokenId>& tokens,
   const int64_t n = static_cast<int64_t>(tokens.size());
   const int64_t layers = model.config().num_layers;
   const std::vector<SptsLayerPlan> plans = SptsSchedule::Make(options.settings, layers, n);
-  at::Tensor ids = at::tensor(std::vector<int64_t>(tokens.begin(), tokens.end()), at::kLong);
-  at::Tensor positions = at::arange(n, at::kLong);
+  // Token ids and RoPE positions live on the host (sift/model.h); Embed moves the ids over.
+  const at::TensorOptions host_options = at::TensorOptions().dtype(at::kLong).device(at::kCPU);
+  at::Tensor ids = at::tensor(std::vector<int64_t>(tokens.begin(), tokens.end()), host_options);
+  at::Tensor positions = at::arange(n, host_options);
   at::Tensor x = model.Embed(ids);
   for (int64_t l = 0; l < layers; ++l) {
     if (options.cancelled && options.cancelled(l, layers)) return false;
@@ -41,8 +44,8 @@ bool SptsPrefill(const Model& model, const std::vector<TokenId>& tokens,
     layer_options.attention = options.attention;
     SptsLayerResult r = SptsSkipLayer(model, l, x, positions, cache, layer_options);
     if (options.trace != nullptr) {
-      trace.attn_active = positions.index_select(0, r.attn_active);
-      trace.ffn_active = positions.index_select(0, r.ffn_active);
+      trace.attn_active = positions.index_select(0, ToHost(r.attn_active));
+      trace.ffn_active = positions.index_select(0, ToHost(r.ffn_active));
       trace.scores = r.scores;
     }
     if (plan.prune_to > 0 && plan.prune_to < x.size(0)) {  // MSDP, Eq. 16
@@ -50,7 +53,7 @@ bool SptsPrefill(const Model& model, const std::vector<TokenId>& tokens,
       s[s.size(0) - 1] = std::numeric_limits<float>::infinity();
       at::Tensor keep = TopKSorted(s, plan.prune_to);
       x = x.index_select(0, keep);
-      positions = positions.index_select(0, keep);
+      positions = positions.index_select(0, ToHost(keep));  // one read per stage end
     }
     if (options.trace != nullptr) options.trace->push_back(std::move(trace));
   }

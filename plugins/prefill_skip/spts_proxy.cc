@@ -8,6 +8,7 @@
 #include <mutex>
 
 #include "sift/error.h"
+#include "sift/host.h"
 
 namespace sift::plugins {
 namespace {
@@ -31,11 +32,27 @@ at::Tensor* Field(SptsLayerProxy& p, const std::string& name) {
 
 at::Tensor SptsProxy::Norms(int64_t layer, const at::Tensor& h) const {
   const SptsLayerProxy& p = layers.at(layer);
+  SIFT_CHECK(p.gate_u.device() == h.device(), "SPTS proxy: layer ", layer, " is on ",
+             p.gate_u.device(), ", the hidden states on ", h.device(),
+             " (load it with SptsProxy::LoadShared(path, model device))");
   at::Tensor x = h.to(at::kFloat);
   at::Tensor gate = at::silu(x.matmul(p.gate_u).matmul(p.gate_v));
   at::Tensor up = x.matmul(p.up_u).matmul(p.up_v);
   at::Tensor out = gate.mul_(up).matmul(p.down_v.t()).matmul(p.down_u.t());
   return out.norm(2, {1});
+}
+
+SptsProxy SptsProxy::To(const at::Device& device) const {
+  SptsProxy out;
+  out.header = header;
+  out.layers = layers;
+  for (SptsLayerProxy& p : out.layers) {
+    for (const char* name : kNames) {
+      at::Tensor* t = Field(p, name);
+      *t = t->to(device);
+    }
+  }
+  return out;
 }
 
 void SptsProxy::Save(const std::string& path) const {
@@ -71,7 +88,9 @@ void SptsProxy::Save(const std::string& path) const {
   out.write(reinterpret_cast<const char*>(&length), sizeof(length));
   out.write(text.data(), static_cast<std::streamsize>(text.size()));
   for (const at::Tensor& t : order) {
-    out.write(static_cast<const char*>(t.data_ptr()), static_cast<std::streamsize>(t.nbytes()));
+    const at::Tensor h = ToHost(t);
+    out.write(static_cast<const char*>(h.data_ptr()),  // host: ToHost'd
+              static_cast<std::streamsize>(h.nbytes()));
   }
   out.close();
   SIFT_CHECK(out.good(), "error while writing the SPTS proxy file ", path);
@@ -107,8 +126,10 @@ SptsProxy SptsProxy::Load(const std::string& path) {
     SIFT_CHECK(field != nullptr, path, ": unknown tensor ", t.at("name").dump());
     const bool ints = t.at("dtype").get<std::string>() == "i64";
     const std::vector<int64_t> shape = t.at("shape").get<std::vector<int64_t>>();
-    *field = at::empty(shape, ints ? at::kLong : at::kFloat);
-    in.read(static_cast<char*>(field->data_ptr()), static_cast<std::streamsize>(field->nbytes()));
+    *field =
+        at::empty(shape, at::TensorOptions().dtype(ints ? at::kLong : at::kFloat).device(at::kCPU));
+    in.read(static_cast<char*>(field->data_ptr()),  // host: a new CPU tensor, filled from the file
+            static_cast<std::streamsize>(field->nbytes()));
     SIFT_CHECK(in.good(), path, ": truncated tensor data (layer ", layer, ")");
   }
   for (int64_t l = 0; l < num_layers; ++l) {
@@ -134,26 +155,33 @@ void SptsProxy::CheckModel(const ModelConfig& config, const std::string& path) c
                path, ": layer ", l, ": proxy hidden size ", p.gate_u.size(0), ", the model's ",
                config.hidden_size);
     SIFT_CHECK(p.channels.numel() > 0 &&
-                   p.channels.max().item<int64_t>() < config.intermediate_size &&
-                   p.channels.min().item<int64_t>() >= 0,
+                   HostInt(p.channels.max()) < config.intermediate_size &&
+                   HostInt(p.channels.min()) >= 0,
                path, ": layer ", l, ": channel index outside the model's FFN width ",
                config.intermediate_size);
   }
 }
 
-std::shared_ptr<const SptsProxy> SptsProxy::LoadShared(const std::string& path) {
+std::shared_ptr<const SptsProxy> SptsProxy::LoadShared(const std::string& path,
+                                                       const at::Device& device) {
   static std::mutex mutex;
-  static std::map<std::string, std::pair<std::string, std::shared_ptr<const SptsProxy>>> cache;
+  // (path, device) -> (stamp, proxy)
+  static std::map<std::pair<std::string, std::string>,
+                  std::pair<std::string, std::shared_ptr<const SptsProxy>>>
+      cache;
   struct stat st {};
   SIFT_CHECK(::stat(path.c_str(), &st) == 0, "the SPTS proxy file ", path,
              " does not exist (generate it with sift-spts-calibrate, docs/methods/spts.md)");
   const std::string stamp = std::to_string(st.st_size) + ":" + std::to_string(st.st_mtim.tv_sec) +
                             "." + std::to_string(st.st_mtim.tv_nsec);
   std::lock_guard<std::mutex> lock(mutex);
-  auto it = cache.find(path);
+  const std::pair<std::string, std::string> key(path, device.str());
+  auto it = cache.find(key);
   if (it != cache.end() && it->second.first == stamp) return it->second.second;
-  auto proxy = std::make_shared<const SptsProxy>(Load(path));
-  cache[path] = {stamp, proxy};
+  SptsProxy loaded = Load(path);
+  auto proxy =
+      std::make_shared<const SptsProxy>(device.is_cpu() ? std::move(loaded) : loaded.To(device));
+  cache[key] = {stamp, proxy};
   return proxy;
 }
 

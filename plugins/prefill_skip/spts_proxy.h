@@ -13,7 +13,9 @@
 // that order with no padding. docs/methods/spts.md documents it.
 //
 // OWNERSHIP: an SptsProxy owns its tensors; LoadShared() hands out one immutable copy per file
-//            (path + size + mtime) shared by every request.
+//            (path + size + mtime) and device, shared by every request.
+// DEVICES:   Load() reads into CPU tensors; LoadShared(path, device) and To(device) place them on
+//            the model's device, where Norms() needs them (it checks).
 // THREADING: const methods are safe from several threads; LoadShared is thread-safe.
 // ERRORS:    Load/Save/CheckModel throw sift::Error naming the file and the problem.
 #ifndef SIFT_PLUGINS_PREFILL_SKIP_SPTS_PROXY_H_
@@ -46,16 +48,20 @@ class SptsProxy {
   int64_t d_low() const { return layers.empty() ? 0 : layers[0].channels.size(0); }
   int64_t rank() const { return layers.empty() ? 0 : layers[0].gate_u.size(1); }
 
-  // h: [n, hidden] (any float dtype) -> [n] fp32, ||f(h_n)||_2 of layer `layer`'s proxy.
+  // h: [n, hidden] (any float dtype, on this proxy's device) -> [n] fp32, ||f(h_n)||_2 of layer
+  // `layer`'s proxy.
   at::Tensor Norms(int64_t layer, const at::Tensor& h) const;
+  // A copy with every tensor on `device`.
+  SptsProxy To(const at::Device& device) const;
 
   void Save(const std::string& path) const;
   static SptsProxy Load(const std::string& path);
   // Throws unless the proxy was built for a model of this shape (layers, hidden, FFN width).
   void CheckModel(const ModelConfig& config, const std::string& path) const;
 
-  // One shared, immutable proxy per file (reloaded when its size or mtime changes).
-  static std::shared_ptr<const SptsProxy> LoadShared(const std::string& path);
+  // One shared, immutable proxy per file and device (reloaded when its size or mtime changes).
+  static std::shared_ptr<const SptsProxy> LoadShared(const std::string& path,
+                                                     const at::Device& device = at::kCPU);
 };
 
 }  // namespace sift::plugins

@@ -20,7 +20,8 @@ std::vector<int64_t> PyramidKvStage::LayerBudgets(int64_t num_layers, int64_t n_
 }
 
 at::Tensor PyramidKvStage::ChoosePrefix(int64_t layer, const at::Tensor& scores, int64_t p,
-                                        int64_t keep, int64_t heads) const {
+                                        int64_t keep, int64_t heads,
+                                        const at::TensorOptions& index_options) const {
   return SelectTopK(scores, keep);
 }
 

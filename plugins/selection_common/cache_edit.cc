@@ -37,15 +37,19 @@ Status ApplyLayerSelection(const Model* model, RequestState& state, int64_t laye
   auto prev = state.kept_indices.find(layer);
   at::Tensor base = prev != state.kept_indices.end() && prev->second.size(1) == size
                         ? prev->second
-                        : at::arange(size, at::kLong).expand({heads, size});
-  const bool identity = m == size && at::equal(idx, at::arange(m, at::kLong).expand({heads, m}));
+                        : at::arange(size, idx.options()).expand({heads, size});
+  const bool identity =
+      m == size && at::equal(idx, at::arange(m, idx.options()).expand({heads, m}));
   if (!identity) cache.Select(layer, idx);
   state.kept_indices[layer] = base.gather(1, idx);
   if (rerotate) {
     if (model == nullptr) {
       return Status(StatusCode::kFailedPrecondition, "no_model", "re-rotation needs the model");
     }
-    RotateToPositions(*model, cache, layer, at::arange(m, at::kLong).expand({heads, m}));
+    // Positions are host metadata (sift/kv_cache.h).
+    const at::Tensor positions =
+        at::arange(m, at::TensorOptions().dtype(at::kLong).device(at::kCPU)).expand({heads, m});
+    RotateToPositions(*model, cache, layer, positions);
   }
   return Status::Ok();
 }
@@ -56,9 +60,11 @@ std::map<int64_t, AttentionStats> ObserveRows(const Model& model, const KvCache&
                                               int64_t last_layer) {
   SIFT_CHECK(0 <= begin && begin < end && end <= static_cast<int64_t>(tokens.size()),
              "ObserveRows: bad row range [", begin, ", ", end, ")");
+  // Token ids and RoPE positions live on the host (sift/model.h); Embed moves the ids over.
+  const at::TensorOptions host_options = at::TensorOptions().dtype(at::kLong).device(at::kCPU);
   std::vector<int64_t> ids(tokens.begin() + begin, tokens.begin() + end);
-  at::Tensor x = model.Embed(at::tensor(ids, at::kLong));
-  at::Tensor positions = at::arange(begin, end, at::kLong);
+  at::Tensor x = model.Embed(at::tensor(ids, host_options));
+  at::Tensor positions = at::arange(begin, end, host_options);
   std::map<int64_t, AttentionStats> out;
   for (int64_t l = 0; l <= last_layer; ++l) {
     SIFT_CHECK(cache.size(l) >= begin, "ObserveRows: layer ", l, " holds ", cache.size(l),
@@ -91,7 +97,7 @@ Status FinishSelection(const Model* model, RequestState& state, bool rerotated) 
     state.last_logits = model->Forward(question, start, cache);
     state.next_position = start + (n - qb);
     for (auto& [layer, kept] : state.kept_indices) {
-      at::Tensor q = at::arange(qb, n, at::kLong).expand({kept.size(0), n - qb});
+      at::Tensor q = at::arange(qb, n, kept.options()).expand({kept.size(0), n - qb});
       kept = at::cat({kept, q}, 1);
     }
   } else if (rerotated) {

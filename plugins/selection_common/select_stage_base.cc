@@ -64,6 +64,8 @@ Status SelectStageBase::RunOn(const Model* model, RequestState& state, StageCont
   KvCache& cache = *state.cache;
   const int64_t layers = cache.num_layers();
   const int64_t heads = cache.shape().num_kv_heads;
+  const at::TensorOptions index_options =
+      at::TensorOptions().dtype(at::kLong).device(cache.shape().device);
   const int64_t n = cache.size(0);
   const int64_t qb = std::clamp<int64_t>(state.question_begin, 0, n);
   const bool context_only = !query_aware_ && qb > 0 && qb < n;
@@ -118,7 +120,7 @@ Status SelectStageBase::RunOn(const Model* model, RequestState& state, StageCont
     const int64_t budget = std::min(budgets[l], n_c);
     at::Tensor idx;
     if (!evicts || budget >= n_c) {
-      idx = at::arange(evicts && context_only ? n_c : n, at::kLong).expand({heads, -1});
+      idx = at::arange(evicts && context_only ? n_c : n, index_options).expand({heads, -1});
     } else {
       const int64_t kept_window = std::clamp<int64_t>(KeptWindow(budget), 0, budget);
       const int64_t p = n_c - kept_window;
@@ -135,9 +137,9 @@ Status SelectStageBase::RunOn(const Model* model, RequestState& state, StageCont
         scores = Pool1d(sig.narrow(-1, 0, p), pooling_, kernel_);
         scores = AggregateGqa(scores, heads, gqa_reduce_);
       }
-      at::Tensor prefix = ChoosePrefix(l, scores, p, budget - kept_window, heads);
+      at::Tensor prefix = ChoosePrefix(l, scores, p, budget - kept_window, heads, index_options);
       if (prefix.dim() == 1) prefix = prefix.unsqueeze(0).expand({heads, prefix.size(0)});
-      at::Tensor tail = at::arange(p, n_c, at::kLong).expand({heads, kept_window});
+      at::Tensor tail = at::arange(p, n_c, index_options).expand({heads, kept_window});
       idx = at::cat({prefix.to(at::kLong), tail}, 1);
     }
     SIFT_RETURN_IF_ERROR(ApplyLayerSelection(model, state, l, idx, rerotate_));

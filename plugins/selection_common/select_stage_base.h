@@ -72,10 +72,11 @@ class SelectStageBase : public Stage {
   virtual std::vector<int64_t> LayerBudgets(int64_t num_layers, int64_t n_c, int64_t budget) const;
   // Trailing tokens of the span always kept for a layer budget L (clamped to L by the caller).
   virtual int64_t KeptWindow(int64_t layer_budget) const = 0;
-  // `keep` indices in [0, p), sorted, per KV head ([heads, keep]) or shared ([keep]).
-  // `scores` is [heads, p] (undefined for Signal::kNone).
+  // `keep` indices in [0, p), sorted, per KV head ([heads, keep]) or shared ([keep]), created
+  // with `index_options` (int64 on the cache's device). `scores` is [heads, p] on that device
+  // (undefined for Signal::kNone).
   virtual at::Tensor ChoosePrefix(int64_t layer, const at::Tensor& scores, int64_t p, int64_t keep,
-                                  int64_t heads) const = 0;
+                                  int64_t heads, const at::TensorOptions& index_options) const = 0;
 
   Signal signal_;
   Budget budget_;

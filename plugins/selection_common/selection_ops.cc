@@ -24,42 +24,35 @@ at::Tensor SelectChunks(const at::Tensor& scores, int64_t chunk, int64_t keep, C
   SIFT_CHECK(chunk >= 1, "SelectChunks: chunk must be >= 1, got ", chunk);
   SIFT_CHECK(keep >= 0, "SelectChunks: keep must be >= 0, got ", keep);
   const int64_t heads = scores.size(0), n = scores.size(1);
-  if (keep >= n) return at::arange(n, at::kLong).expand({heads, n}).contiguous();
-  if (keep == 0) return at::empty({heads, 0}, at::kLong);
+  const at::TensorOptions index_options = scores.options().dtype(at::kLong);
+  if (keep >= n) return at::arange(n, index_options).expand({heads, n}).contiguous();
+  if (keep == 0) return at::empty({heads, 0}, index_options);
   const int64_t num_chunks = (n + chunk - 1) / chunk;
   const int64_t padded = num_chunks * chunk;
   at::Tensor s = scores.to(at::kFloat);
   if (padded > n) s = at::constant_pad_nd(s, {0, padded - n}, 0.0);
   at::Tensor chunk_scores = s.reshape({heads, num_chunks, chunk}).sum(-1);
   const int64_t last_size = n - (num_chunks - 1) * chunk;
-  if (how == ChunkScore::kMean) {
-    at::Tensor sizes = at::full({num_chunks}, static_cast<double>(chunk), at::kFloat);
-    sizes[num_chunks - 1] = static_cast<double>(last_size);
-    chunk_scores = chunk_scores / sizes;
-  }
-  // Descending, stable: ties go to the lower chunk index.
+  // Tokens per chunk (the last one may be partial).
+  at::Tensor sizes = at::full({num_chunks}, chunk, index_options);
+  sizes.narrow(0, num_chunks - 1, 1).fill_(last_size);
+  if (how == ChunkScore::kMean) chunk_scores = chunk_scores / sizes.to(at::kFloat);
+  // Descending, stable: ties go to the lower chunk index. Chunks are taken in that order while
+  // fewer than `keep` tokens are covered, i.e. chunk r of the order is taken iff the chunks
+  // before it cover fewer than `keep` tokens.
   at::Tensor order = std::get<1>(chunk_scores.sort(/*stable=*/true, -1, /*descending=*/true));
-  auto order_a = order.accessor<int64_t, 2>();
-  at::Tensor out = at::empty({heads, keep}, at::kLong);
-  auto out_a = out.accessor<int64_t, 2>();
-  std::vector<char> taken(static_cast<size_t>(num_chunks));
-  for (int64_t h = 0; h < heads; ++h) {
-    std::fill(taken.begin(), taken.end(), 0);
-    int64_t covered = 0;
-    for (int64_t r = 0; r < num_chunks && covered < keep; ++r) {
-      const int64_t c = order_a[h][r];
-      taken[static_cast<size_t>(c)] = 1;
-      covered += c == num_chunks - 1 ? last_size : chunk;
-    }
-    // Original order, first `keep` tokens of the taken chunks.
-    int64_t m = 0;
-    for (int64_t c = 0; c < num_chunks && m < keep; ++c) {
-      if (!taken[static_cast<size_t>(c)]) continue;
-      const int64_t end = std::min(n, (c + 1) * chunk);
-      for (int64_t t = c * chunk; t < end && m < keep; ++t) out_a[h][m++] = t;
-    }
-  }
-  return out;
+  const at::Tensor ordered_sizes = sizes.index_select(0, order.reshape({-1})).view_as(order);
+  const at::Tensor covered_before = ordered_sizes.cumsum(-1) - ordered_sizes;
+  const at::Tensor taken = at::zeros_like(order, order.options().dtype(at::kBool))
+                               .scatter_(1, order, covered_before < keep);
+  // Original order, the first `keep` tokens of the taken chunks: rank the taken tokens, then move
+  // them ahead of the others (key = index, + n when not kept) and cut.
+  const at::Tensor token_taken = taken.repeat_interleave(chunk, 1).narrow(1, 0, n);
+  const at::Tensor rank = token_taken.to(at::kLong).cumsum(-1);
+  const at::Tensor kept = at::logical_and(token_taken, rank <= keep);
+  const at::Tensor position = at::arange(n, index_options).expand({heads, n});
+  const at::Tensor key = at::where(kept, position, position + n);
+  return std::get<0>(key.sort(-1)).narrow(-1, 0, keep).contiguous();
 }
 
 std::vector<int64_t> PyramidPrefixBudgets(int64_t num_layers, int64_t per_layer, int64_t prefix_len,

@@ -7,7 +7,8 @@ SnapKvStage::SnapKvStage(const StageParams& params) : SelectStageBase(params, Si
 }
 
 at::Tensor SnapKvStage::ChoosePrefix(int64_t layer, const at::Tensor& scores, int64_t p,
-                                     int64_t keep, int64_t heads) const {
+                                     int64_t keep, int64_t heads,
+                                     const at::TensorOptions& index_options) const {
   return SelectTopK(scores, keep);
 }
 

@@ -28,7 +28,7 @@ class SnapKvStage : public SelectStageBase {
  protected:
   int64_t KeptWindow(int64_t layer_budget) const override { return window_; }
   at::Tensor ChoosePrefix(int64_t layer, const at::Tensor& scores, int64_t p, int64_t keep,
-                          int64_t heads) const override;
+                          int64_t heads, const at::TensorOptions& index_options) const override;
 };
 
 }  // namespace sift::plugins

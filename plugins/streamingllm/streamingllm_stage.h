@@ -27,7 +27,7 @@ class StreamingLlmStage : public SelectStageBase {
     return std::max<int64_t>(0, layer_budget - sink_);
   }
   at::Tensor ChoosePrefix(int64_t layer, const at::Tensor& scores, int64_t p, int64_t keep,
-                          int64_t heads) const override;
+                          int64_t heads, const at::TensorOptions& index_options) const override;
 
  private:
   int64_t sink_;

@@ -4,6 +4,7 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <numeric>
 #include <vector>
 
@@ -59,6 +60,67 @@ TEST(SelectChunks, PerRowIndependentAndTiesToLowerChunk) {
   at::Tensor idx = SelectChunks(s, 2, 2, ChunkScore::kSum);
   EXPECT_EQ(Row(idx, 0), (std::vector<int64_t>{0, 1}));  // tie between chunks 0 and 1
   EXPECT_EQ(Row(idx, 1), (std::vector<int64_t>{2, 3}));
+}
+
+// The host loop SelectChunks used before it ran on the device (kept here as the reference):
+// chunks by descending score (stable), taken while fewer than `keep` tokens are covered, then
+// the first `keep` tokens of the taken chunks in original order.
+std::vector<int64_t> ReferenceChunks(const std::vector<float>& s, int64_t chunk, int64_t keep,
+                                     ChunkScore how) {
+  const int64_t n = static_cast<int64_t>(s.size());
+  if (keep >= n) {
+    std::vector<int64_t> all(n);
+    std::iota(all.begin(), all.end(), 0);
+    return all;
+  }
+  const int64_t num_chunks = (n + chunk - 1) / chunk;
+  std::vector<float> score(num_chunks, 0.0f);
+  for (int64_t t = 0; t < n; ++t) score[t / chunk] += s[t];
+  if (how == ChunkScore::kMean) {
+    for (int64_t c = 0; c < num_chunks; ++c) {
+      score[c] /= static_cast<float>(std::min(n, (c + 1) * chunk) - c * chunk);
+    }
+  }
+  std::vector<int64_t> order(num_chunks);
+  std::iota(order.begin(), order.end(), 0);
+  std::stable_sort(order.begin(), order.end(),
+                   [&](int64_t a, int64_t b) { return score[a] > score[b]; });
+  std::vector<char> taken(num_chunks, 0);
+  int64_t covered = 0;
+  for (int64_t r = 0; r < num_chunks && covered < keep; ++r) {
+    taken[order[r]] = 1;
+    covered += std::min(n, (order[r] + 1) * chunk) - order[r] * chunk;
+  }
+  std::vector<int64_t> out;
+  for (int64_t t = 0; t < n && static_cast<int64_t>(out.size()) < keep; ++t) {
+    if (taken[t / chunk]) out.push_back(t);
+  }
+  return out;
+}
+
+TEST(SelectChunks, MatchesTheReferenceLoopOnRandomScoresWithTies) {
+  at::manual_seed(7);
+  int cases = 0;
+  for (int64_t n : {1, 2, 5, 9, 16, 31, 64}) {
+    for (int64_t chunk : {1, 2, 3, 7, 10}) {
+      for (int64_t keep : {int64_t{0}, int64_t{1}, n / 3, n / 2, n - 1, n}) {
+        for (ChunkScore how : {ChunkScore::kSum, ChunkScore::kMean}) {
+          // Few distinct values: many ties between chunks.
+          const at::Tensor s = at::randint(0, 4, {3, n}).to(at::kFloat);
+          const at::Tensor got = SelectChunks(s, chunk, keep, how);
+          ASSERT_EQ(got.size(0), 3);
+          for (int64_t h = 0; h < 3; ++h) {
+            at::Tensor row = s[h].contiguous();
+            const std::vector<float> v(row.data_ptr<float>(), row.data_ptr<float>() + n);
+            ASSERT_EQ(Row(got, h), ReferenceChunks(v, chunk, std::max<int64_t>(keep, 0), how))
+                << "n=" << n << " chunk=" << chunk << " keep=" << keep << " head=" << h;
+          }
+          ++cases;
+        }
+      }
+    }
+  }
+  EXPECT_EQ(cases, 7 * 5 * 6 * 2);
 }
 
 TEST(SelectTopK, OriginalOrder) {

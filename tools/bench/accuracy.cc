@@ -65,6 +65,7 @@ int RunAccuracy(int argc, char** argv) {
                       {"quick", common.quick},
                       {"sampling", "greedy"},
                       {"dtype", args.Get("dtype", "bf16")},
+                      {"device", args.Get("device", "cpu")},
                       {"max_tokens_cap", max_tokens}};
   nlohmann::json configs = nlohmann::json::array();
   for (const BenchConfig& c : common.configs) {

@@ -11,8 +11,8 @@ namespace sift::bench {
 
 const std::set<std::string> kCommonFlags = {"spawn", "in-process", "quick", "no-share-prefill"};
 const std::set<std::string> kCommonValues = {
-    "config",        "pipelines", "endpoint",  "out",      "seed",  "model",   "plugins",
-    "pipelines-dir", "siftd",     "siftd-arg", "haystack", "dtype", "threads", "timeout-ms"};
+    "config", "pipelines", "endpoint", "out",   "seed",   "model",   "plugins",   "pipelines-dir",
+    "siftd",  "siftd-arg", "haystack", "dtype", "device", "threads", "timeout-ms"};
 
 Args::Args(int argc, char** argv, int first, const std::set<std::string>& flags,
            const std::set<std::string>& values) {
@@ -90,6 +90,7 @@ std::unique_ptr<Backend> MakeBackend(const Args& args, const Common& common, boo
     o.plugins_dir = args.Get("plugins", bin + "/plugins");
     o.pipelines_dir = args.Get("pipelines-dir", std::string(SIFT_SOURCE_DIR) + "/pipelines");
     o.dtype = args.Get("dtype", "bf16");
+    o.device = args.Get("device", "cpu");
     o.threads = static_cast<int>(args.Int("threads", 0));
     o.share_prefill = !args.Flag("no-share-prefill");
     return MakeInProcessBackend(o);
@@ -103,6 +104,9 @@ std::unique_ptr<Backend> MakeBackend(const Args& args, const Common& common, boo
   o.pipelines_dir = args.Get("pipelines-dir", std::string(SIFT_SOURCE_DIR) + "/pipelines");
   o.extra_args = args.All("siftd-arg");
   if (args.Has("dtype")) o.extra_args.insert(o.extra_args.end(), {"--dtype", args.Get("dtype")});
+  if (args.Has("device")) {
+    o.extra_args.insert(o.extra_args.end(), {"--device", args.Get("device")});
+  }
   if (args.Has("threads")) {
     o.extra_args.insert(o.extra_args.end(), {"--threads", args.Get("threads")});
   }

@@ -8,6 +8,7 @@
 #include "daemon/pipeline_runner.h"
 #include "daemon/protocol.h"
 #include "daemon/request_builder.h"
+#include "sift/device.h"
 #include "sift/error.h"
 
 namespace sift::bench {
@@ -101,6 +102,7 @@ class InProcessBackend final : public Backend {
   explicit InProcessBackend(const InProcessOptions& options) : options_(options) {
     ModelOptions mo;
     mo.dtype = ParseDtype(options.dtype);
+    mo.device = ParseDevice(options.device);
     mo.threads = options.threads;
     ConfigureThreads(options.threads);
     model_ = Model::Load(options.model, mo);

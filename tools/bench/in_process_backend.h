@@ -32,6 +32,7 @@ struct InProcessOptions {
   std::string plugins_dir;
   std::string pipelines_dir;
   std::string dtype = "bf16";
+  std::string device = "cpu";  // cpu | cuda | cuda:N (sift::ParseDevice)
   int threads = 0;
   bool share_prefill = true;
 };

@@ -46,7 +46,8 @@ int RunSpeed(int argc, char** argv) {
                       {"peak_rss", pid > 0 ? (rss_reset ? "VmHWM, reset per request"
                                                         : "VmHWM, cumulative (reset refused)")
                                            : "unavailable (not spawned)"},
-                      {"dtype", args.Get("dtype", "bf16")}};
+                      {"dtype", args.Get("dtype", "bf16")},
+                      {"device", args.Get("device", "cpu")}};
   nlohmann::json configs = nlohmann::json::array();
   for (const BenchConfig& c : common.configs) {
     configs.push_back({{"label", c.label}, {"pipeline", c.pipeline}, {"overrides", c.overrides}});

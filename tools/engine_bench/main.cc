@@ -1,127 +1,64 @@
-// sift-engine-bench: baseline speed of the model runtime, against this machine's own limits.
+// sift-engine-bench: speed of the model runtime, against this machine's own limits.
 //
-// Measures (1) the machine: bf16/fp32 matrix-product GFLOP/s at the model's linear-layer shapes
-// and the memory bandwidth of a bf16 matrix-vector product over more bytes than the caches hold;
-// (2) the engine: prefill tokens/s at several lengths, decode ms/token at a given context, and
-// peak RSS per configuration (VmHWM, reset between configurations); and reports the engine as
-// fractions of (1). Writes a Markdown report (and prints it).
+// Measures (1) the machine: matrix-product GFLOP/s at the model's linear-layer shapes and the
+// bandwidth of matrix-vector products over more bytes than the caches hold; (2) the engine:
+// prefill tokens/s at several lengths, decode ms/token at several contexts, peak RSS, and what a
+// GPU would pay per step: LibTorch operators and host reads per prefill layer and per decode
+// token (sift/op_counter.h). Writes JSON (--json) and Markdown (--out), prints the Markdown.
 //
-//   sift-engine-bench MODEL [--lengths 512,2048,8192] [--decode-context 2048] [--decode-tokens 32]
-//                     [--dtypes bf16,fp32] [--threads N] [--out FILE]
-#include <sys/resource.h>
-#include <sys/utsname.h>
+//   sift-engine-bench MODEL [--lengths 512,2048,8192] [--decode-contexts 2048] ...
+//   (--help lists every option)
+#include <boost/program_options.hpp>
 
-#include <algorithm>
+#include <torch/version.h>
+
 #include <chrono>
 #include <cstdio>
 #include <fstream>
+#include <iostream>
+#include <nlohmann/json.hpp>
 #include <sstream>
 #include <string>
-#include <thread>
 #include <vector>
 
 #include <ATen/Parallel.h>
 
+#include "machine.h"
+#include "sift/attention.h"
 #include "sift/error.h"
 #include "sift/gguf.h"
+#include "sift/host.h"
 #include "sift/model.h"
+#include "sift/op_counter.h"
+
+namespace po = boost::program_options;
+using json = nlohmann::json;
 
 namespace {
 
 using Clock = std::chrono::steady_clock;
-
 double Seconds(Clock::time_point t0) {
   return std::chrono::duration<double>(Clock::now() - t0).count();
 }
 
-std::string ReadFile(const std::string& path) {
-  std::ifstream in(path);
-  std::stringstream ss;
-  ss << in.rdbuf();
-  return ss.str();
-}
-
-// Peak resident set (VmHWM) in MiB; ResetPeakRss() makes the kernel restart the count.
-double PeakRssMiB() {
-  std::string s = ReadFile("/proc/self/status");
-  size_t at = s.find("VmHWM:");
-  return at == std::string::npos ? 0 : std::stod(s.substr(at + 6)) / 1024.0;
-}
-void ResetPeakRss() { std::ofstream("/proc/self/clear_refs") << "5"; }
-
-std::string CpuName() {
-  std::string s = ReadFile("/proc/cpuinfo");
-  size_t at = s.find("model name");
-  if (at == std::string::npos) return "unknown";
-  size_t colon = s.find(':', at), eol = s.find('\n', at);
-  return s.substr(colon + 2, eol - colon - 2);
-}
-
-std::vector<int64_t> ParseList(const std::string& s) {
-  std::vector<int64_t> out;
+std::vector<std::string> SplitList(const std::string& s) {
+  std::vector<std::string> out;
   std::stringstream ss(s);
   std::string item;
-  while (std::getline(ss, item, ',')) out.push_back(std::stoll(item));
+  while (std::getline(ss, item, ',')) {
+    if (!item.empty()) out.push_back(item);
+  }
   return out;
 }
 
-template <typename F>
-double BestSeconds(int reps, F&& f) {
-  f();  // warm-up
-  double best = 1e30;
-  for (int i = 0; i < reps; ++i) {
-    auto t0 = Clock::now();
-    f();
-    best = std::min(best, Seconds(t0));
-  }
-  return best;
+std::vector<int64_t> ParseInts(const std::string& s) {
+  std::vector<int64_t> out;
+  for (const std::string& item : SplitList(s)) out.push_back(std::stoll(item));
+  return out;
 }
 
-struct MatmulRate {
-  double gflops = 0;  // FLOP-weighted over the model's shapes
-  std::string detail;
-};
-
-// GFLOP/s of at::linear at the engine's own GEMM shapes (fused qkv, o, fused gate/up, down).
-MatmulRate MeasureMatmul(const sift::ModelConfig& c, at::ScalarType dtype, int64_t n) {
-  const int64_t hd = c.head_dim;
-  const std::vector<std::pair<int64_t, int64_t>> shapes = {
-      {c.hidden_size, (c.num_heads + 2 * c.num_kv_heads) * hd},
-      {c.num_heads * hd, c.hidden_size},
-      {c.hidden_size, 2 * c.intermediate_size},
-      {c.intermediate_size, c.hidden_size}};
-  double flops = 0, seconds = 0;
-  std::ostringstream detail;
-  for (auto [in, out] : shapes) {
-    at::Tensor x = at::randn({n, in}).to(dtype), w = at::randn({out, in}).to(dtype);
-    double s = BestSeconds(5, [&] { at::linear(x, w); });
-    double f = 2.0 * n * in * out;
-    flops += f;
-    seconds += s;
-    char buf[96];
-    std::snprintf(buf, sizeof buf, "%lldx%lld->%lld: %.0f; ", (long long)n, (long long)in,
-                  (long long)out, f / s / 1e9);
-    detail << buf;
-  }
-  return {flops / seconds / 1e9, detail.str()};
-}
-
-// GB/s reading weights of `dtype` in matrix-vector products over `bytes` of distinct matrices
-// (more than the caches hold), as decode does.
-double MeasureBandwidth(at::ScalarType dtype, int64_t bytes, int64_t in) {
-  const int64_t elem = static_cast<int64_t>(c10::elementSize(dtype));
-  const int64_t rows = bytes / elem / in / 8;
-  std::vector<at::Tensor> ws;
-  for (int i = 0; i < 8; ++i) ws.push_back(at::randn({rows, in}).to(dtype));
-  at::Tensor x = at::randn({1, in}).to(dtype);
-  double s = BestSeconds(5, [&] {
-    for (auto& w : ws) at::linear(x, w);
-  });
-  return 8.0 * rows * in * elem / s / 1e9;
-}
-
-// FLOPs of a prefill of n tokens: every linear layer, causal attention (QK and PV), LM head
-// for the last row only.
+// FLOPs of a prefill of n tokens: every linear layer, causal attention (QK and PV over
+// n(n+1)/2 pairs), the LM head for the last row.
 double PrefillFlops(const sift::ModelConfig& c, int64_t n) {
   const double linear = 2.0 * n * c.LinearParamsPerLayer() * c.num_layers;
   const double attn = 2.0 * 2.0 * c.num_heads * c.head_dim * (n * (n + 1) / 2.0) * c.num_layers;
@@ -138,140 +75,248 @@ std::vector<sift::TokenId> SyntheticPrompt(int64_t n, int64_t vocab) {
   return ids;
 }
 
+struct Settings {
+  std::string model_path, json_path, md_path;
+  std::vector<int64_t> lengths, contexts;
+  int64_t decode_tokens = 32;
+  int reps = 0;  // 0 = by length
+  std::vector<std::string> dtypes;
+  std::string kernels = "auto";
+  std::string weights = "native";
+  std::string device = "cpu";
+  int threads = 0;
+  bool machine = true;
+};
+
+// One prefill + decode configuration (dtype) of the model.
+json BenchConfig(const Settings& s, const std::string& dtype_name) {
+  sift::ModelOptions mo;
+  mo.dtype = sift::ParseDtype(dtype_name);
+  mo.device = at::Device(s.device);
+  mo.threads = s.threads;
+  mo.cpu_kernels = s.kernels != "torch";
+  mo.weights = sift::ParseWeightFormat(s.weights);
+  const auto t_load = Clock::now();
+  const auto model = sift::Model::Load(s.model_path, mo);
+  const sift::ModelConfig& c = model->config();
+  json out = {{"dtype", dtype_name},
+              {"kernels", s.kernels},
+              {"weights", model->native_weights() ? "native" : "dense"},
+              {"kernel_summary", model->KernelSummary()},
+              {"load_s", Seconds(t_load)},
+              {"weight_mib", model->weights().Bytes() / 1048576.0},
+              {"native_weight_mib", model->quantized_weights().Bytes() / 1048576.0}};
+
+  // Operators and host reads of one prefill, per layer (counted apart from the timed runs).
+  {
+    const int64_t n = std::min<int64_t>(256, c.context_length);
+    sift::KvCache cache = model->NewCache();
+    sift::OpCounter count;
+    sift::HostInt(model->Forward(SyntheticPrompt(n, c.vocab_size), 0, cache).argmax());
+    out["prefill_ops_per_layer"] = static_cast<double>(count.ops()) / c.num_layers;
+    out["prefill_host_reads_per_layer"] = static_cast<double>(count.host_reads()) / c.num_layers;
+    out["prefill_counted_tokens"] = n;
+  }
+
+  json prefill = json::array();
+  for (int64_t n : s.lengths) {
+    if (n > c.context_length) {
+      std::fprintf(stderr, "[bench] skipping prefill %lld: past the model's context %lld\n",
+                   static_cast<long long>(n), static_cast<long long>(c.context_length));
+      continue;
+    }
+    const std::vector<sift::TokenId> ids = SyntheticPrompt(n, c.vocab_size);
+    const int reps = s.reps > 0 ? s.reps : n <= 1024 ? 5 : n <= 4096 ? 3 : 2;
+    sift::bench::ResetPeakRss();
+    double best = 1e30;
+    for (int r = 0; r < reps; ++r) {
+      sift::KvCache cache = model->NewCache();
+      const auto t0 = Clock::now();
+      sift::HostInt(model->Forward(ids, 0, cache).argmax());  // waits for the device
+      best = std::min(best, Seconds(t0));
+    }
+    const double gflops = PrefillFlops(c, n) / best / 1e9;
+    prefill.push_back({{"tokens", n},
+                       {"reps", reps},
+                       {"best_s", best},
+                       {"tokens_per_s", n / best},
+                       {"gflops", gflops},
+                       {"peak_rss_mib", sift::bench::PeakRssMiB()}});
+    std::fprintf(stderr, "[bench] %s prefill %lld: %.3f s, %.0f tok/s\n", dtype_name.c_str(),
+                 static_cast<long long>(n), best, n / best);
+  }
+  out["prefill"] = prefill;
+
+  json decode = json::array();
+  for (int64_t ctx : s.contexts) {
+    if (ctx + s.decode_tokens + 2 > c.context_length) continue;
+    sift::bench::ResetPeakRss();
+    sift::KvCache cache = model->NewCache();
+    cache.set_headroom(s.decode_tokens + 2);
+    at::Tensor logits = model->Forward(SyntheticPrompt(ctx, c.vocab_size), 0, cache);
+    int64_t pos = ctx;
+    auto step = [&] {
+      const auto next = static_cast<sift::TokenId>(sift::HostInt(logits.argmax()));
+      logits = model->Forward({next}, pos++, cache);
+    };
+    step();  // warm-up
+    double ops = 0, reads = 0;
+    json by_name = json::object();
+    {
+      sift::OpCounter count(/*keep_names=*/true);
+      step();
+      ops = static_cast<double>(count.ops());
+      reads = static_cast<double>(count.host_reads());
+      for (const auto& [name, n] : count.by_name()) by_name[name] = n;
+    }
+    const auto t0 = Clock::now();
+    for (int64_t i = 0; i < s.decode_tokens; ++i) step();
+    sift::HostInt(logits.argmax());
+    const double ms = Seconds(t0) * 1000.0 / s.decode_tokens;
+    decode.push_back({{"context", ctx},
+                      {"tokens", s.decode_tokens},
+                      {"ms_per_token", ms},
+                      {"ops_per_token", ops},
+                      {"host_reads_per_token", reads},
+                      {"ops_by_name", by_name},
+                      {"kv_cache_mib", cache.Bytes() / 1048576.0},
+                      {"peak_rss_mib", sift::bench::PeakRssMiB()}});
+    std::fprintf(stderr, "[bench] %s decode at %lld: %.2f ms/token, %.0f ops, %.0f host reads\n",
+                 dtype_name.c_str(), static_cast<long long>(ctx), ms, ops, reads);
+  }
+  out["decode"] = decode;
+  return out;
+}
+
+std::string Markdown(const json& r) {
+  std::ostringstream md;
+  md << "# sift-engine-bench\n\n"
+     << "Model `" << r["model"].get<std::string>() << "`, device " << r["device"].get<std::string>()
+     << ", " << r["cpu"]["model"].get<std::string>() << " (" << r["cpu"]["hardware_threads"]
+     << " hardware threads; flags " << r["cpu"]["flags"].dump() << "), LibTorch "
+     << r["torch"].get<std::string>() << ", intra-op threads " << r["threads"]
+     << ", CPU kernels " << r["cpu_kernel_isa"].get<std::string>() << ".\n\n";
+  if (r.contains("machine")) {
+    md << "Machine: bf16 matmul " << r["machine"]["matmul_gflops_bf16"].get<double>()
+       << " GFLOP/s, fp32 matmul " << r["machine"]["matmul_gflops_fp32"].get<double>()
+       << " GFLOP/s (n=2048, the model's shapes); bf16 matrix-vector "
+       << r["machine"]["gemv_gbps_bf16"].get<double>() << " GB/s over 256 MiB.\n\n";
+  }
+  for (const json& cfg : r["configs"]) {
+    md << "## " << cfg["dtype"].get<std::string>() << ", weights "
+       << cfg["weights"].get<std::string>() << ", kernels " << cfg["kernels"].get<std::string>()
+       << "\n\n" << cfg["kernel_summary"].get<std::string>() << ". Load "
+       << cfg["load_s"].get<double>() << " s; dense weights " << cfg["weight_mib"].get<double>()
+       << " MiB, native blocks " << cfg["native_weight_mib"].get<double>()
+       << " MiB. Per prefill layer: "
+       << cfg["prefill_ops_per_layer"].get<double>() << " LibTorch operators, "
+       << cfg["prefill_host_reads_per_layer"].get<double>() << " host reads ("
+       << cfg["prefill_counted_tokens"] << " tokens).\n\n"
+       << "| prefill tokens | reps | best s | tokens/s | GFLOP/s | peak RSS MiB |\n"
+       << "|---|---|---|---|---|---|\n";
+    for (const json& p : cfg["prefill"]) {
+      char row[200];
+      std::snprintf(row, sizeof row, "| %lld | %d | %.3f | %.0f | %.1f | %.0f |\n",
+                    p["tokens"].get<long long>(), p["reps"].get<int>(), p["best_s"].get<double>(),
+                    p["tokens_per_s"].get<double>(), p["gflops"].get<double>(),
+                    p["peak_rss_mib"].get<double>());
+      md << row;
+    }
+    md << "\n| decode context | ms/token | tokens/s | LibTorch ops/token | host reads/token | "
+          "KV MiB |\n|---|---|---|---|---|---|\n";
+    for (const json& d : cfg["decode"]) {
+      char row[200];
+      std::snprintf(row, sizeof row, "| %lld | %.2f | %.1f | %.0f | %.0f | %.1f |\n",
+                    d["context"].get<long long>(), d["ms_per_token"].get<double>(),
+                    1000.0 / d["ms_per_token"].get<double>(), d["ops_per_token"].get<double>(),
+                    d["host_reads_per_token"].get<double>(), d["kv_cache_mib"].get<double>());
+      md << row;
+    }
+    md << "\n";
+  }
+  return md.str();
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
   sift::ConfigureThreadEnvironment(argv);
+  Settings s;
+  std::string lengths, contexts, dtypes;
+  po::options_description opts(
+      "sift-engine-bench MODEL [options]\n\n"
+      "Prefill and decode speed of the model runtime on synthetic prompts, the machine's matrix "
+      "rates, and the LibTorch operators / host reads per step (what a GPU pays per launch and "
+      "per synchronisation).\n\nOptions");
+  opts.add_options()("help,h", "print this help")(
+      "model", po::value(&s.model_path), "GGUF file or Hugging Face directory (or positional)")(
+      "lengths", po::value(&lengths)->default_value("512,2048,8192"), "prefill lengths")(
+      "decode-contexts", po::value(&contexts)->default_value("2048"),
+      "contexts to decode at (tokens prefilled first)")(
+      "decode-tokens", po::value(&s.decode_tokens)->default_value(32), "timed decode steps")(
+      "reps", po::value(&s.reps)->default_value(0),
+      "prefill repetitions (0: 5 up to 1K tokens, 3 up to 4K, else 2; the best is kept)")(
+      "dtypes", po::value(&dtypes)->default_value("bf16"), "compute dtypes, e.g. bf16,fp32")(
+      "kernels", po::value(&s.kernels)->default_value("auto"),
+      "auto: sift's CPU kernels where they apply; torch: LibTorch operators only")(
+      "device", po::value(&s.device)->default_value("cpu"), "cpu or cuda")(
+      "weights", po::value(&s.weights)->default_value("native"),
+      "native: decode reads the GGUF blocks; dense: the dequantised copy")(
+      "threads", po::value(&s.threads)->default_value(0), "intra-op threads (0 = all cores)")(
+      "no-machine", "skip measuring the machine's matrix rates")(
+      "json", po::value(&s.json_path), "write the results as JSON here")(
+      "out", po::value(&s.md_path), "write the Markdown report here");
+  po::positional_options_description pos;
+  pos.add("model", 1);
   try {
-    SIFT_CHECK(argc >= 2, "usage: sift-engine-bench MODEL [--lengths 512,2048,8192] "
-                          "[--decode-context 2048] [--decode-tokens 32] [--dtypes bf16,fp32] "
-                          "[--threads N] [--out FILE]");
-    std::string model_path = argv[1], out_path;
-    std::vector<int64_t> lengths = {512, 2048, 8192};
-    int64_t decode_context = 2048, decode_tokens = 32;
-    std::vector<std::string> dtypes = {"bf16", "fp32"};
-    int threads = 0;
-    for (int i = 2; i + 1 < argc; i += 2) {
-      std::string k = argv[i], v = argv[i + 1];
-      if (k == "--lengths") lengths = ParseList(v);
-      else if (k == "--decode-context") decode_context = std::stoll(v);
-      else if (k == "--decode-tokens") decode_tokens = std::stoll(v);
-      else if (k == "--dtypes") {
-        dtypes.clear();
-        std::stringstream ss(v);
-        std::string d;
-        while (std::getline(ss, d, ',')) dtypes.push_back(d);
-      } else if (k == "--threads") threads = std::stoi(v);
-      else if (k == "--out") out_path = v;
-      else throw sift::Error("unknown option " + k);
+    po::variables_map vm;
+    po::store(po::command_line_parser(argc, argv).options(opts).positional(pos).run(), vm);
+    po::notify(vm);
+    if (vm.count("help")) {
+      std::cout << opts << "\n";
+      return 0;
     }
-    sift::ConfigureThreads(threads);
+    SIFT_CHECK(!s.model_path.empty(), "no model given (see --help)");
+    SIFT_CHECK(s.kernels == "auto" || s.kernels == "torch", "--kernels must be auto or torch");
+    s.lengths = ParseInts(lengths);
+    s.contexts = ParseInts(contexts);
+    s.dtypes = SplitList(dtypes);
+    s.machine = vm.count("no-machine") == 0;
+    sift::ConfigureThreads(s.threads);
 
-    std::ostringstream md;
-    utsname u{};
-    uname(&u);
-    md << "# Engine baseline speed\n\n"
-       << "Produced by `build/bin/sift-engine-bench` (tools/engine_bench/main.cc). "
-       << "Machine: " << CpuName() << ", " << std::thread::hardware_concurrency()
-       << " hardware threads, LibTorch intra-op threads " << at::get_num_threads() << ", "
-       << u.sysname << " " << u.release << ". Model: `" << model_path << "`.\n\n"
-       << "Method: prefill = one `Model::Forward` over a synthetic prompt of n token ids "
-       << "(fresh cache), best of the repetitions stated; decode = mean ms/token over "
-       << decode_tokens << " single-token forwards after a " << decode_context
-       << "-token prefill; peak RSS = VmHWM of the process, reset before each configuration "
-       << "(includes the loaded weights). FLOPs count every linear layer, causal attention "
-       << "(QK and PV, n(n+1)/2 pairs) and the LM head for the last row.\n\n";
-
-    // The machine's own limits, measured with the same LibTorch operations the engine uses.
-    const sift::ModelConfig c = [&] {
-      std::unique_ptr<sift::GgufFile> f = sift::GgufFile::Open(model_path);
-      return sift::ModelConfig::FromGguf(*f);
-    }();
-    const MatmulRate mm_fp32 = MeasureMatmul(c, at::kFloat, 2048);
-    const MatmulRate mm_bf16 = MeasureMatmul(c, at::kBFloat16, 2048);
-    const double best_rate = std::max(mm_fp32.gflops, mm_bf16.gflops);
-    const double bw_fp32 = MeasureBandwidth(at::kFloat, 256ll << 20, c.hidden_size);
-    const double bw_bf16 = MeasureBandwidth(at::kBFloat16, 256ll << 20, c.hidden_size);
-    md << "## Machine limits (measured in this run)\n\n"
-       << "| what | fp32 | bf16 |\n|---|---|---|\n"
-       << "| matrix product at the model's shapes, n=2048, GFLOP/s | " << mm_fp32.gflops << " | "
-       << mm_bf16.gflops << " |\n"
-       << "| matrix-vector product over 256 MiB of weights, GB/s | " << bw_fp32 << " | "
-       << bw_bf16 << " |\n\n"
-       << "Per shape (GFLOP/s): fp32 " << mm_fp32.detail << " bf16 " << mm_bf16.detail
-       << "\n\nPrefill is reported as a fraction of the faster matrix-product rate ("
-       << best_rate << " GFLOP/s); decode against weight bytes / the matrix-vector bandwidth "
-       << "of the weights' own dtype.\n\n";
-    std::fprintf(stderr, "[bench] matmul fp32 %.1f bf16 %.1f GFLOP/s; bandwidth fp32 %.1f bf16 %.1f GB/s\n",
-                 mm_fp32.gflops, mm_bf16.gflops, bw_fp32, bw_bf16);
-
-    for (const std::string& dname : dtypes) {
-      const at::ScalarType dtype = sift::ParseDtype(dname);
-      sift::ModelOptions mo;
-      mo.dtype = dtype;
-      mo.threads = threads;
-      auto t_load = Clock::now();
-      auto model = sift::Model::Load(model_path, mo);
-      const double load_s = Seconds(t_load);
-      const double bw = dtype == at::kFloat ? bw_fp32 : bw_bf16;
-      const double weight_bytes = static_cast<double>(model->weights().Bytes());
-      md << "## " << dname << "\n\n"
-         << "Load " << load_s << " s; weights in memory " << weight_bytes / 1048576.0
-         << " MiB.\n\n"
-         << "| prefill tokens | reps | best s | tokens/s | GFLOP/s | fraction of best matmul rate | "
-            "peak RSS MiB |\n|---|---|---|---|---|---|---|\n";
-      MatmulRate rate{best_rate, ""};
-      for (int64_t n : lengths) {
-        if (n > c.context_length) continue;
-        std::vector<sift::TokenId> ids = SyntheticPrompt(n, c.vocab_size);
-        const int reps = n <= 1024 ? 5 : n <= 4096 ? 3 : 2;
-        ResetPeakRss();
-        double best = 1e30;
-        for (int r = 0; r < reps; ++r) {
-          sift::KvCache cache = model->NewCache();
-          auto t0 = Clock::now();
-          model->Forward(ids, 0, cache);
-          best = std::min(best, Seconds(t0));
-        }
-        const double gflops = PrefillFlops(c, n) / best / 1e9;
-        char row[256];
-        std::snprintf(row, sizeof row, "| %lld | %d | %.3f | %.0f | %.1f | %.0f%% | %.0f |\n",
-                      (long long)n, reps, best, n / best, gflops, 100 * gflops / rate.gflops,
-                      PeakRssMiB());
-        md << row;
-        std::fprintf(stderr, "[bench] %s prefill %lld: %.3f s, %.0f tok/s, %.0f%% of matmul\n",
-                     dname.c_str(), (long long)n, best, n / best, 100 * gflops / rate.gflops);
-      }
-      // Decode at the given context.
-      ResetPeakRss();
-      std::vector<sift::TokenId> ids = SyntheticPrompt(decode_context, c.vocab_size);
-      sift::KvCache cache = model->NewCache();
-      at::Tensor logits = model->Forward(ids, 0, cache);
-      sift::TokenId next = static_cast<sift::TokenId>(logits.argmax().item<int64_t>());
-      logits = model->Forward({next}, decode_context, cache);  // warm-up step
-      auto t0 = Clock::now();
-      for (int64_t i = 0; i < decode_tokens; ++i) {
-        next = static_cast<sift::TokenId>(logits.argmax().item<int64_t>());
-        logits = model->Forward({next}, decode_context + 1 + i, cache);
-      }
-      const double ms = Seconds(t0) * 1000.0 / decode_tokens;
-      const double bound_ms = weight_bytes / (bw * 1e9) * 1000.0;
-      char row[512];
-      std::snprintf(row, sizeof row,
-                    "\nDecode at %lld context: **%.2f ms/token** (%.1f tokens/s); bound from "
-                    "weight bytes / measured bandwidth = %.2f ms/token, so the engine runs at "
-                    "**%.0f%%** of the bandwidth bound. KV cache %.1f MiB. Peak RSS %.0f MiB.\n\n",
-                    (long long)decode_context, ms, 1000.0 / ms, bound_ms, 100 * bound_ms / ms,
-                    cache.Bytes() / 1048576.0, PeakRssMiB());
-      md << row;
-      std::fprintf(stderr, "[bench] %s decode: %.2f ms/token (bound %.2f)\n", dname.c_str(), ms,
-                   bound_ms);
+    const sift::bench::CpuInfo cpu = sift::bench::ReadCpuInfo();
+    json r = {{"tool", "sift-engine-bench"},
+              {"model", s.model_path},
+              {"device", s.device},
+              {"torch", TORCH_VERSION},
+              {"threads", at::get_num_threads()},
+              {"cpu_kernel_isa", sift::AttentionCpuKernelIsa()},
+              {"cpu", {{"model", cpu.model}, {"flags", cpu.flags},
+                       {"hardware_threads", cpu.hardware_threads}}}};
+    if (s.machine) {
+      const sift::ModelConfig c = [&] {
+        sift::ModelOptions mo;
+        mo.device = at::Device(s.device);
+        return sift::Model::Load(s.model_path, mo)->config();
+      }();
+      const at::Device dev(s.device);
+      r["machine"] = {
+          {"matmul_gflops_bf16", sift::bench::MeasureMatmulGflops(c, at::kBFloat16, 2048, dev)},
+          {"matmul_gflops_fp32", sift::bench::MeasureMatmulGflops(c, at::kFloat, 2048, dev)},
+          {"gemv_gbps_bf16",
+           sift::bench::MeasureGemvBandwidth(at::kBFloat16, 256ll << 20, c.hidden_size, dev)}};
     }
-    std::printf("%s", md.str().c_str());
-    if (!out_path.empty()) std::ofstream(out_path) << md.str();
+    json configs = json::array();
+    for (const std::string& d : s.dtypes) configs.push_back(BenchConfig(s, d));
+    r["configs"] = configs;
+
+    const std::string md = Markdown(r);
+    std::printf("%s", md.c_str());
+    if (!s.md_path.empty()) std::ofstream(s.md_path) << md;
+    if (!s.json_path.empty()) std::ofstream(s.json_path) << r.dump(2) << "\n";
     return 0;
   } catch (const std::exception& e) {
     std::fprintf(stderr, "sift-engine-bench: error: %s\n", e.what());
-    return 1;
+    return 2;
   }
 }

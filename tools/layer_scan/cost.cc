@@ -15,6 +15,7 @@
 #include "prompt.h"
 #include "sift/error.h"
 #include "sift/generate.h"
+#include "sift/host.h"
 #include "tasks.h"
 
 namespace sift::layer_scan {
@@ -116,7 +117,7 @@ int RunCost(const Model& model, const CostOptions& options) {
           t0 = std::chrono::steady_clock::now();
         }
         const auto t_first = std::chrono::steady_clock::now();
-        (void)state.last_logits.argmax().item<int64_t>();  // the first token
+        (void)HostInt(state.last_logits.argmax());  // the first token
         double ttft = Ms(t_first, std::chrono::steady_clock::now());
         for (double ms : stage_ms) ttft += ms;
         const int64_t kept = static_cast<int64_t>(state.tokens.size());

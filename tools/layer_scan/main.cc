@@ -5,7 +5,7 @@
 //                        [--samples 1] [--budgets 256,1024] [--only gemfilter|ilre] [--out DIR]
 //   sift-layer-scan cost --model M --pipeline full|gemfilter|ilre [--lengths ...] [--depths ...]
 //                        [--samples 1] [--filter JSON] [--pass1 JSON] [--max-tokens N]
-// Common: [--threads N] [--dtype bf16|fp32] [--seed S] [--haystack DIR]
+// Common: [--threads N] [--dtype bf16|fp32] [--device cpu|cuda] [--seed S] [--haystack DIR]
 #include <cstdlib>
 #include <iostream>
 #include <map>
@@ -15,6 +15,7 @@
 
 #include "cost.h"
 #include "scan.h"
+#include "sift/device.h"
 #include "sift/error.h"
 #include "tasks.h"
 
@@ -30,8 +31,8 @@ std::vector<T> ParseList(const std::string& s) {
 }
 
 int Usage() {
-  std::cerr << "usage: sift-layer-scan scan|cost --model FILE [options] (see tools/layer_scan/"
-               "main.cc)\n";
+  std::cerr << "usage: sift-layer-scan scan|cost --model FILE [--device cpu|cuda] [options] (see "
+               "tools/layer_scan/main.cc)\n";
   return 2;
 }
 
@@ -58,6 +59,7 @@ int main(int argc, char** argv) {
     sift::ModelOptions mo;
     mo.dtype = sift::ParseDtype(get("dtype", "bf16"));
     mo.threads = std::stoi(get("threads", "0"));
+    mo.device = sift::ParseDevice(get("device", "cpu"));
     sift::ConfigureThreads(mo.threads);
     auto model = sift::Model::Load(path, mo);
     const std::string haystack = get("haystack", sift::bench::DefaultHaystackDir());

@@ -14,6 +14,7 @@
 #include "partial_prefill.h"
 #include "prompt.h"
 #include "score_ops.h"
+#include "sift/host.h"
 #include "streaming_prefill.h"
 
 namespace sift::layer_scan {
@@ -27,8 +28,8 @@ struct Tally {
 // Best rank (0 = highest) of an answer token among the context's pooled scores.
 int64_t BestRank(const at::Tensor& pooled_context, int64_t begin, int64_t end) {
   if (begin < 0 || end > pooled_context.size(0)) return -1;
-  const float best = pooled_context.narrow(0, begin, end - begin).max().item<float>();
-  return (pooled_context > best).sum().item<int64_t>();
+  const at::Tensor best = pooled_context.narrow(0, begin, end - begin).max();
+  return HostInt((pooled_context > best).sum());
 }
 
 double Secs(std::chrono::steady_clock::time_point t) {

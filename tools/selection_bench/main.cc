@@ -14,7 +14,8 @@
 //   e2e       --length 4096 --out 128
 //             whole run (prefill + select + reuse + decode of --out tokens, EOS ignored) for full
 //             KV, chunkkv and chunkkv + reuse (N = 2) at keep_ratio 0.1.
-// Prints markdown tables; --json FILE appends one JSON object per measurement.
+// Prints markdown tables; --json FILE appends one JSON object per measurement. --device cpu|cuda
+// (default cpu) places the model.
 //
 // Needs $SIFT_MODEL. Heavy: wrap in `flock /tmp/sift-measure.lock`.
 #include <algorithm>
@@ -38,7 +39,9 @@
 #include "prefill_full_stage.h"
 #include "pyramidkv_stage.h"
 #include "sift/attention.h"
+#include "sift/device.h"
 #include "sift/generate.h"
+#include "sift/host.h"
 #include "sift/model.h"
 #include "snapkv_stage.h"
 #include "streamingllm_stage.h"
@@ -144,9 +147,8 @@ std::pair<double, double> Compress(const Model& model, RequestState& s, const st
 }
 
 double Jaccard(const at::Tensor& a, const at::Tensor& b) {
-  std::set<int64_t> x, y;
-  for (int64_t i = 0; i < a.numel(); ++i) x.insert(a[i].item<int64_t>());
-  for (int64_t i = 0; i < b.numel(); ++i) y.insert(b[i].item<int64_t>());
+  const std::vector<int64_t> va = HostInts(a), vb = HostInts(b);
+  const std::set<int64_t> x(va.begin(), va.end()), y(vb.begin(), vb.end());
   int64_t inter = 0;
   for (int64_t v : x) inter += y.count(v);
   const int64_t uni = static_cast<int64_t>(x.size() + y.size()) - inter;
@@ -222,7 +224,7 @@ double TimeAttention(const Model& model, const KvCache& cache, int64_t rows, boo
   const ModelConfig& c = model.config();
   const int64_t n = cache.size(0);
   at::Tensor q = at::randn({rows, c.num_heads, c.head_dim}, cache.Keys(0).options());
-  at::Tensor q_pos = at::arange(n - rows, n, at::kLong);
+  at::Tensor q_pos = at::arange(n - rows, n, cache.Positions(0).options());
   AttentionOptions o;
   o.upcast_fp32 = true;  // what prefill_full does for long inputs on this CPU
   AttentionStatsRequest r;
@@ -372,8 +374,15 @@ int EndToEnd(const Model& model, std::map<std::string, std::string> f) {
 
 int main(int argc, char** argv) {
   sift::ConfigureThreadEnvironment(argv);
+  const char* usage =
+      "usage: sift-selection-bench jaccard|overhead|e2e [--device cpu|cuda] [--flag value ...]\n"
+      "(flags per mode: tools/selection_bench/main.cc; the model is $SIFT_MODEL)\n";
+  if (argc >= 2 && (std::string(argv[1]) == "--help" || std::string(argv[1]) == "-h")) {
+    std::cout << usage;
+    return 0;
+  }
   if (argc < 2) {
-    std::cerr << "usage: sift-selection-bench jaccard|overhead|e2e [--flag value ...]\n";
+    std::cerr << usage;
     return 2;
   }
   auto f = Flags(argc, argv);
@@ -384,9 +393,11 @@ int main(int argc, char** argv) {
     return 2;
   }
   sift::ConfigureThreads(0);
-  auto model = Model::Load(path, ModelOptions());
   const std::string mode = argv[1];
   try {
+    ModelOptions mo;
+    mo.device = ParseDevice(f.count("device") ? f["device"] : "cpu");
+    auto model = Model::Load(path, mo);
     if (mode == "jaccard") return JaccardMode(*model, f);
     if (mode == "overhead") return Overhead(*model, f);
     if (mode == "e2e") return EndToEnd(*model, f);

@@ -6,8 +6,8 @@
 //   sift-model logits     MODEL (--text T | --chat M) [--top-k 10]   last-position top-k, JSON
 //   sift-model generate   MODEL (--prompt T | --chat M) [sampling]   streams text, timing on stderr
 //
-// Common options: --dtype bf16|fp32, --device cpu|cuda, --threads N. Sampling: --max-tokens N --temperature T
-// --top-k K --top-p P --seed S --stop STR (repeatable) --system TEXT.
+// Common options: --dtype bf16|fp32, --device cpu|cuda, --threads N. Sampling: --max-tokens N
+// --temperature T --top-k K --top-p P --seed S --stop STR (repeatable) --system TEXT.
 #include <chrono>
 #include <cstdio>
 #include <iostream>
@@ -17,9 +17,11 @@
 #include <string>
 #include <vector>
 
+#include "sift/device.h"
 #include "sift/error.h"
 #include "sift/generate.h"
 #include "sift/gguf.h"
+#include "sift/host.h"
 #include "sift/model.h"
 
 namespace {
@@ -139,7 +141,7 @@ std::shared_ptr<const sift::Model> LoadModel(const Args& a) {
   sift::ModelOptions options;
   options.dtype = sift::ParseDtype(a.Get("--dtype", "bf16"));
   options.threads = std::stoi(a.Get("--threads", "0"));
-  options.device = at::Device(a.Get("--device", "cpu"));
+  options.device = sift::ParseDevice(a.Get("--device", "cpu"));
   sift::ConfigureThreads(options.threads);
   return sift::Model::Load(a.model, options);
 }
@@ -178,9 +180,11 @@ int Logits(const Args& a) {
   nlohmann::json out;
   out["n_tokens"] = ids.size();
   out["dtype"] = sift::DtypeName(model->options().dtype);
-  std::vector<int64_t> top_ids(indices.data_ptr<int64_t>(),
-                               indices.data_ptr<int64_t>() + indices.numel());
-  std::vector<float> top_values(values.data_ptr<float>(), values.data_ptr<float>() + values.numel());
+  // top-k on the model's device; only the k winners come to the host.
+  const std::vector<int64_t> top_ids = sift::HostInts(indices);
+  const at::Tensor host_values = sift::ToHost(values);
+  const float* v = host_values.data_ptr<float>();  // host: ToHost'd
+  const std::vector<float> top_values(v, v + host_values.numel());
   out["top_ids"] = top_ids;
   out["top_logits"] = top_values;
   std::vector<std::string> pieces;

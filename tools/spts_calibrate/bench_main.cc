@@ -6,6 +6,7 @@
 //                   --configs full,spts,pap,pap_ltp [--gen 16] [--out results.jsonl]
 //   sift-spts-bench --mode accuracy --task passkey --lengths 2048 --samples 10
 //                   --configs full,spts [--out results.jsonl]
+// Common: [--model FILE] [--device cpu|cuda] [--dtype bf16|fp32] [--threads N] [--seed S]
 //
 // Prompts are sift-bench's task samples (tools/bench/tasks.h, haystack /work/shared/data/
 // pg_essays) tokenised as siftd does (daemon/request_builder.h). speed: TTFT = prefill stage
@@ -29,8 +30,10 @@
 #include "daemon/request_builder.h"
 #include "prefill_full_stage.h"
 #include "prefill_skip_stage.h"
+#include "sift/device.h"
 #include "sift/error.h"
 #include "sift/generate.h"
+#include "sift/host.h"
 #include "sift/model.h"
 #include "spts_prefill.h"
 #include "spts_proxy.h"
@@ -95,14 +98,13 @@ void TraceNeedle(const sift::Model& model, const sift::bench::Sample& sample,
   const std::vector<int64_t> needle = NeedlePositions(model, sample, tokens);
   auto count = [&](const at::Tensor& positions) {
     int64_t c = 0;
-    const auto acc = positions.accessor<int64_t, 1>();
-    for (int64_t i = 0; i < positions.size(0); ++i) {
-      c += std::count(needle.begin(), needle.end(), acc[i]) > 0;
+    for (int64_t p : sift::HostInts(positions)) {
+      c += std::count(needle.begin(), needle.end(), p) > 0;
     }
     return c;
   };
   auto proxy = sift::plugins::SptsProxy::LoadShared(
-      sift::plugins::PrefillSkipStage::ResolveProxyPath("", model));
+      sift::plugins::PrefillSkipStage::ResolveProxyPath("", model), model.options().device);
   std::vector<sift::plugins::SptsLayerTrace> trace;
   sift::plugins::SptsPrefillOptions o;
   o.proxy = proxy.get();
@@ -130,10 +132,21 @@ void TraceNeedle(const sift::Model& model, const sift::bench::Sample& sample,
 
 int main(int argc, char** argv) {
   sift::ConfigureThreadEnvironment(argv);
+  for (int i = 1; i < argc; ++i) {
+    if (std::string(argv[i]) == "--help" || std::string(argv[i]) == "-h") {
+      std::cout << "usage: sift-spts-bench --mode speed|accuracy|trace [--task passkey] "
+                   "[--lengths 2048,...] [--samples N]\n"
+                   "         [--configs full,spts,pap,pap_ltp] [--gen 16] [--out FILE] "
+                   "[--model FILE] [--device cpu|cuda]\n"
+                   "         [--dtype bf16|fp32] [--threads N] [--seed S] [--warmup 1]\n"
+                   "(docs/results/spts.md; the model defaults to $SIFT_MODEL)\n";
+      return 0;
+    }
+  }
   std::map<std::string, std::string> args = {
       {"mode", "speed"},        {"task", "passkey"}, {"lengths", "2048"}, {"samples", "1"},
       {"configs", "full,spts"}, {"gen", "16"},       {"out", ""},         {"seed", "0"},
-      {"threads", "0"},         {"warmup", "1"}};
+      {"threads", "0"},         {"warmup", "1"},     {"device", "cpu"},   {"dtype", "bf16"}};
   const char* env_model = std::getenv("SIFT_MODEL");
   args["model"] = env_model ? env_model : "";
   for (int i = 1; i + 1 < argc; i += 2) {
@@ -146,7 +159,10 @@ int main(int argc, char** argv) {
   }
   try {
     sift::ConfigureThreads(std::stoi(args["threads"]));
-    auto model = sift::Model::Load(args["model"], sift::ModelOptions());
+    sift::ModelOptions mo;
+    mo.dtype = sift::ParseDtype(args["dtype"]);
+    mo.device = sift::ParseDevice(args["device"]);
+    auto model = sift::Model::Load(args["model"], mo);
     std::ofstream out;
     if (!args["out"].empty()) out.open(args["out"], std::ios::app);
     const bool speed = args["mode"] == "speed";

@@ -3,7 +3,7 @@
 //
 //   sift-spts-calibrate --model models/SmolLM2-135M-Instruct.Q4_1.gguf
 //       --text /work/shared/data/pg_essays [--out FILE] [--d-low 256] [--rank 64] [--rho 0.2]
-//       [--sequences 32] [--seq-len 256] [--threads 0]
+//       [--sequences 32] [--seq-len 256] [--threads 0] [--dtype bf16|fp32] [--device cpu|cuda]
 //
 // --out defaults to the path prefill_skip looks for: <model path without .gguf>.spts.bin.
 #include <chrono>
@@ -14,6 +14,7 @@
 #include <string>
 
 #include "prefill_skip_stage.h"
+#include "sift/device.h"
 #include "sift/error.h"
 #include "sift/model.h"
 #include "spts_calibration.h"
@@ -23,7 +24,7 @@ namespace {
 void Usage() {
   std::cerr << "usage: sift-spts-calibrate --model MODEL.gguf --text FOLDER [--out FILE]\n"
                "         [--d-low 256] [--rank 64] [--rho 0.2] [--sequences 32] [--seq-len 256]\n"
-               "         [--threads 0] [--dtype bf16|fp32]\n"
+               "         [--threads 0] [--dtype bf16|fp32] [--device cpu|cuda]\n"
                "Reads *.txt/*.md under FOLDER, writes the LTP proxies (default: next to the\n"
                "model, <model without .gguf>.spts.bin, where prefill_skip looks by default).\n";
 }
@@ -33,7 +34,7 @@ void Usage() {
 int main(int argc, char** argv) {
   sift::ConfigureThreadEnvironment(argv);
   std::string model_path = std::getenv("SIFT_MODEL") ? std::getenv("SIFT_MODEL") : "";
-  std::string text, out, dtype = "bf16";
+  std::string text, out, dtype = "bf16", device = "cpu";
   int threads = 0;
   sift::spts::CalibrationOptions options;
   try {
@@ -63,6 +64,8 @@ int main(int argc, char** argv) {
         threads = std::stoi(value());
       else if (a == "--dtype")
         dtype = value();
+      else if (a == "--device")
+        device = value();
       else if (a == "-h" || a == "--help") {
         Usage();
         return 0;
@@ -80,6 +83,7 @@ int main(int argc, char** argv) {
     const auto start = std::chrono::steady_clock::now();
     sift::ModelOptions mo;
     mo.dtype = sift::ParseDtype(dtype);
+    mo.device = sift::ParseDevice(device);
     auto model = sift::Model::Load(model_path, mo);
     if (out.empty()) out = sift::plugins::PrefillSkipStage::ResolveProxyPath("", *model);
     std::vector<std::string> files;

@@ -97,12 +97,14 @@ plugins::SptsProxy Calibrate(const Model& model, const std::vector<std::vector<T
     if (options.progress) options.progress(what, done, total);
   };
 
+  // Token ids and RoPE positions live on the host (sift/model.h); Embed moves the ids over.
+  const at::TensorOptions host_options = at::TensorOptions().dtype(at::kLong).device(at::kCPU);
   std::vector<at::Tensor> hidden, positions;
   int64_t tokens = 0;
   for (const auto& seq : sequences) {
-    at::Tensor ids = at::tensor(std::vector<int64_t>(seq.begin(), seq.end()), at::kLong);
+    at::Tensor ids = at::tensor(std::vector<int64_t>(seq.begin(), seq.end()), host_options);
     hidden.push_back(model.Embed(ids));
-    positions.push_back(at::arange(static_cast<int64_t>(seq.size()), at::kLong));
+    positions.push_back(at::arange(static_cast<int64_t>(seq.size()), host_options));
     tokens += static_cast<int64_t>(seq.size());
   }
 

@@ -5,8 +5,17 @@
 // pos(i) - pos(j) < window. This makes the same kernel serve full prefill, chunked streaming
 // prefill and decode over a compressed cache (whose entries keep their original positions).
 //
-// Queries are processed in blocks of `block_size`, so memory is O(H × block × n_keys) and no
-// n×n score matrix is ever built. Softmax is computed in fp32.
+// Two implementations, one contract. On the CPU (fp32/bf16, head dim 64 or 128) a tiled kernel
+// with an online softmax (the FlashAttention recurrence) never materialises scores: memory is
+// O(threads × tile). Elsewhere (CUDA, other shapes) LibTorch operators process queries in
+// blocks of `block_size`, so memory is O(H × block × n_keys). Softmax is computed in fp32.
+// Statistics need normalised probabilities; they are computed by the blocked LibTorch path for
+// the query rows that feed them only (the last `window` rows, the last row, or all rows for
+// column sums).
+//
+// Positions are host metadata: q_pos and k_pos should be CPU tensors (every cache this runtime
+// builds keeps them there); device ones are copied to the host, which a GPU pays for with a
+// synchronisation. No device value is read on the host, so attention never synchronises.
 //
 // REQUIRES: key positions ascending along the key axis (true for every cache this runtime builds).
 // THREADING: pure function of its inputs; uses LibTorch's intra-op thread pool.
@@ -47,8 +56,14 @@ struct AttentionStats {
   at::Tensor last_query_logit_sum;  // [n_keys]
 };
 
+enum class AttentionKernel {
+  kAuto,   // the CPU kernel where it applies, else LibTorch operators
+  kTorch,  // LibTorch operators only (the reference; what a GPU runs)
+};
+
 struct AttentionOptions {
-  int64_t block_size = 256;   // queries per block
+  AttentionKernel kernel = AttentionKernel::kAuto;
+  int64_t block_size = 256;   // queries per block (LibTorch path)
   int64_t sink = 0;           // Λ mask: always-visible leading positions (0 with window 0 = off)
   int64_t window = 0;         // Λ mask: recent positions visible (0 = unlimited)
   double scale = 0.0;         // 0 -> 1/sqrt(head_dim)
@@ -64,6 +79,10 @@ at::Tensor Attention(const at::Tensor& q, const at::Tensor& k, const at::Tensor&
                      const at::Tensor& q_pos, const at::Tensor& k_pos,
                      const AttentionOptions& options, const AttentionStatsRequest& request = {},
                      AttentionStats* stats = nullptr);
+
+// The instruction-set level the CPU kernel runs at on this machine ("avx512", "avx2",
+// "scalar"; SIFT_CPU_ISA lowers it).
+const char* AttentionCpuKernelIsa();
 
 // Dense reference (materialises the full matrix; tests only): same contract as Attention.
 at::Tensor AttentionReference(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v,

@@ -2,11 +2,15 @@
 //
 // Layers may hold different numbers of entries (PyramidKV, SPTS); within a layer every KV head
 // holds the same number, but possibly of different tokens (per-head eviction), so positions are
-// stored per head. Storage is preallocated with spare capacity so that decode appends are O(1);
-// Select() gathers kept entries into exactly-sized storage and releases the old buffers.
+// stored per head. Storage is preallocated so that decode appends are O(1) copies into free
+// slots: Reserve() sizes a layer for what is coming, and every allocation (growth, Select, Set)
+// keeps `headroom()` free slots beyond it, so a decode of up to that many tokens never copies
+// the cache. Select() gathers kept entries into new storage and releases the old buffers.
 //
-// Layout per layer: k, v are [Hkv, capacity, head_dim] (compute dtype); positions are
-// [Hkv, capacity] int64. Views returned by Keys()/Values()/Positions() cover [0, size).
+// Layout per layer: k, v are [Hkv, capacity, head_dim] (compute dtype, on the cache's device);
+// positions are [Hkv, capacity] int64 and always on the host: they are metadata that attention
+// bounds and masks are computed from, so keeping them there means no device read per layer.
+// Views returned by Keys()/Values()/Positions() cover [0, size).
 //
 // THREADING: not thread-safe; one request owns one cache.
 // ERRORS:    shape mismatches throw sift::Error naming the layer.
@@ -38,21 +42,26 @@ class KvCache {
 
   // Ensures room for `extra` more entries in `layer` without reallocating on append.
   void Reserve(int64_t layer, int64_t extra);
+  // Free slots every later allocation keeps beyond what it needs (e.g. the decode budget).
+  void set_headroom(int64_t entries) { headroom_ = entries; }
+  int64_t headroom() const { return headroom_; }
 
-  // Appends n entries. k, v: [n, Hkv, hd]; positions: [n] int64 (same for every head).
+  // Appends n entries. k, v: [n, Hkv, hd]; positions: [n] int64 (same for every head; host
+  // tensors preferred, device ones are copied over and counted as a host read).
   void Append(int64_t layer, const at::Tensor& k, const at::Tensor& v, const at::Tensor& positions);
 
-  // Views of the live entries: [Hkv, size, hd] and [Hkv, size].
+  // Views of the live entries: [Hkv, size, hd] on the device and [Hkv, size] on the host.
   at::Tensor Keys(int64_t layer) const;
   at::Tensor Values(int64_t layer) const;
   at::Tensor Positions(int64_t layer) const;
 
   // Keeps only the given entries of `layer`. indices: [Hkv, m] (per head) or [m] (shared by
-  // all heads), int64, each in [0, size). Order is preserved as given (callers pass sorted
-  // indices to keep original order). Memory of evicted entries is released.
+  // all heads), int64, each in [0, size), on any device (device indices are read on the host
+  // once, for the positions). Order is preserved as given (callers pass sorted indices to keep
+  // original order). Memory of evicted entries is released.
   void Select(int64_t layer, const at::Tensor& indices);
 
-  // Replaces a layer's content (k, v: [Hkv, n, hd]; positions: [Hkv, n]).
+  // Replaces a layer's content (k, v: [Hkv, n, hd]; positions: [Hkv, n], any device).
   void Set(int64_t layer, const at::Tensor& k, const at::Tensor& v, const at::Tensor& positions);
 
   // Drops every entry of every layer (storage released).
@@ -68,7 +77,7 @@ class KvCache {
 
  private:
   struct Layer {
-    at::Tensor k, v, pos;  // [Hkv, capacity, hd], [Hkv, capacity]
+    at::Tensor k, v, pos;  // [Hkv, capacity, hd] on the device, [Hkv, capacity] on the host
     int64_t size = 0;
     int64_t capacity() const { return k.defined() ? k.size(1) : 0; }
   };
@@ -76,6 +85,7 @@ class KvCache {
 
   KvCacheShape shape_;
   std::vector<Layer> layers_;
+  int64_t headroom_ = 0;
 };
 
 }  // namespace sift

@@ -4,8 +4,9 @@
 // Numerics: matrices run in the compute dtype (bf16 by default on CPU; fp32 selectable). The
 // residual stream, RMSNorm, RoPE and softmax are fp32. RoPE is rotate_half on HF-layout weights.
 //
-// Conventions: a hidden state `x` is [n, hidden] fp32; `positions` is [n] int64 (RoPE position of
-// each row); q is [n, Hq, hd], k and v are [n, Hkv, hd] in the compute dtype.
+// Conventions: a hidden state `x` is [n, hidden] fp32; `positions` is [n] int64 on the host (RoPE
+// position of each row; see sift/kv_cache.h); q is [n, Hq, hd], k and v are [n, Hkv, hd] in the
+// compute dtype or fp32 (projections may return either; every consumer accepts both).
 //
 // OWNERSHIP: a Model is immutable after Load and shared (std::shared_ptr) by every request and
 //            plugin; it owns its weights and tokenizer.
@@ -29,14 +30,36 @@
 
 namespace sift {
 
+// Where matrix-vector products read their weights from.
+enum class WeightFormat {
+  // GGUF on the CPU: products with few rows (decode) multiply by the file's own blocks
+  // (sift/quantized_matrix.h: exact dequantised values, fp32 activations and accumulation);
+  // larger ones (prefill) use the dequantised copy in the compute dtype. Elsewhere: kDense.
+  kNative,
+  kDense,  // every product uses the dequantised copy in the compute dtype
+};
+WeightFormat ParseWeightFormat(const std::string& name);  // "native" | "dense"
+const char* WeightFormatName(WeightFormat format);
+
 struct ModelOptions {
   at::ScalarType dtype = at::kBFloat16;  // compute dtype of the linear layers and the KV cache
+  WeightFormat weights = WeightFormat::kNative;
+  // kNative: products with at most this many rows read the blocks.
+  int64_t native_max_rows = 8;
   at::Device device = at::kCPU;
   int threads = 0;                       // intra-op threads; 0 = all cores
   // bf16 only: matrix products with at least this many rows are computed in fp32 from the bf16
   // weights (upcast per call). -1 = automatic: 16 on CPUs without hardware bf16, else never.
   // Matrix-vector products (decode) always stay in bf16, where fewer bytes read is the win.
   int64_t upcast_min_rows = -1;
+  // CPU only: run the layer's elementwise steps and attention with sift's CPU kernels (true) or
+  // with LibTorch operators only (false: the reference, and the operator sequence a GPU runs).
+  bool cpu_kernels = true;
+};
+
+// RoPE angles of a set of positions, computed once and shared by every layer of a forward.
+struct RopeTables {
+  at::Tensor cos, sin;  // [n, head_dim / 2] fp32 on the model's device
 };
 
 // Parses "bf16"/"bfloat16", "fp32"/"float32", "fp16"/"float16"; throws on anything else.
@@ -73,6 +96,11 @@ class Model {
 
   const ModelConfig& config() const { return weights_.config; }
   const ModelWeights& weights() const { return weights_; }
+  // The blocks the native products read (empty unless they are in use).
+  const QuantizedWeights& quantized_weights() const { return qweights_; }
+  bool native_weights() const { return !qweights_.empty(); }
+  // The CPU kernels in use, e.g. "attention avx512, matmul avx512-fp32" (sift-model info, /metrics).
+  std::string KernelSummary() const;
   const ModelOptions& options() const { return options_; }
   // REQUIRES: has_tokenizer() (GGUF models carry one; HF directories do not).
   const Tokenizer& tokenizer() const { return *tokenizer_; }
@@ -90,6 +118,8 @@ class Model {
     at::Tensor q, k, v;  // [n, Hq, hd], [n, Hkv, hd], [n, Hkv, hd]; no RoPE yet
   };
   Qkv ProjectQkv(int64_t layer, const at::Tensor& h) const;
+  RopeTables Rope(const at::Tensor& positions) const;
+  at::Tensor ApplyRope(const at::Tensor& x, const RopeTables& rope) const;       // [n, H, hd]
   at::Tensor ApplyRope(const at::Tensor& x, const at::Tensor& positions) const;  // [n, H, hd]
   // attn: [n, Hq, hd] -> [n, hidden] fp32 (to be added to the residual).
   at::Tensor OutputProjection(int64_t layer, const at::Tensor& attn) const;
@@ -103,6 +133,10 @@ class Model {
   at::Tensor Layer(int64_t layer, const at::Tensor& x, const at::Tensor& positions, KvCache* cache,
                    const AttentionOptions& attention, const AttentionStatsRequest& request = {},
                    AttentionStats* stats = nullptr) const;
+  // The same with the RoPE tables of `positions` already computed (RunLayers shares them).
+  at::Tensor Layer(int64_t layer, const at::Tensor& x, const at::Tensor& positions,
+                   const RopeTables& rope, KvCache* cache, const AttentionOptions& attention,
+                   const AttentionStatsRequest& request = {}, AttentionStats* stats = nullptr) const;
   // Layers [begin, end).
   at::Tensor RunLayers(int64_t begin, int64_t end, const at::Tensor& x, const at::Tensor& positions,
                        KvCache* cache, const ForwardOptions& options = {}) const;
@@ -118,13 +152,23 @@ class Model {
   std::string path_;
   ModelOptions options_;
   ModelWeights weights_;
+  QuantizedWeights qweights_;         // empty unless WeightFormat::kNative applies
   std::unique_ptr<Tokenizer> tokenizer_;
   std::vector<at::Tensor> w_qkv_;     // fused [Hq*hd + 2*Hkv*hd, hidden] per layer
   std::vector<at::Tensor> b_qkv_;     // fused bias, undefined without attention bias
   std::vector<at::Tensor> w_gate_up_; // fused [2*ff, hidden] per layer
-  at::Tensor inv_freq_;               // [hd/2] fp32
+  at::Tensor inv_freq_cpu_;           // [hd/2] fp32 on the host (RoPE angles are host math)
   int64_t upcast_min_rows_ = 0;       // see ModelOptions::upcast_min_rows (resolved)
-  at::Tensor Linear(const at::Tensor& x, const at::Tensor& w, const at::Tensor& b = {}) const;
+  // x W^T + b: by the blocks `q` when given and x has few rows on the CPU (fp32 result), else
+  // by the dense w (compute dtype result).
+  at::Tensor Linear(const at::Tensor& x, const at::Tensor& w, const at::Tensor& b = {},
+                    const QuantizedMatrix* q = nullptr) const;
+  const QuantizedLayer* Quantized(int64_t layer) const {
+    return qweights_.empty() ? nullptr : &qweights_.layers[static_cast<size_t>(layer)];
+  }
+  // RMSNorm to fp32 (the CPU kernel where it applies).
+  at::Tensor NormF32(const at::Tensor& x, const at::Tensor& weight) const;
+  bool UseCpuKernels(const at::Tensor& t) const;
 };
 
 }  // namespace sift

@@ -16,6 +16,7 @@
 #include <vector>
 
 #include "sift/model_config.h"
+#include "sift/quantized_matrix.h"
 
 namespace sift {
 
@@ -42,6 +43,21 @@ struct LoadOptions {
   at::ScalarType dtype = at::kBFloat16;  // matrices; norms and biases are always kept in fp32
   at::Device device = at::kCPU;
 };
+
+// The projection matrices as a GGUF file stores them (ggml blocks), in Hugging Face row order
+// (llama q/k rows un-permuted), for products that read the file's own bytes instead of a
+// dequantised copy (sift/quantized_matrix.h). q/k/v and gate/up are fused by rows, like the
+// dense ones in sift::Model.
+struct QuantizedLayer {
+  QuantizedMatrix qkv, wo, gate_up, w_down;
+};
+struct QuantizedWeights {
+  std::vector<QuantizedLayer> layers;
+  QuantizedMatrix lm_head;  // token_embd when tied
+  bool empty() const { return layers.empty(); }
+  int64_t Bytes() const;
+};
+QuantizedWeights LoadQuantizedWeights(const std::string& gguf_path);
 
 // Loads from a .gguf file, or from a Hugging Face directory (config.json + *.safetensors).
 // GGUF tensors of any type DequantizeRow supports are dequantised to fp32 (in parallel over rows)

@@ -2,34 +2,48 @@
 
 #include <torch/version.h>
 
+#include <algorithm>
 #include <cmath>
 #include <limits>
 
+#include "cpu/flash_attention.h"
+#include "tensor_util.h"
 #include "sift/error.h"
+#include "sift/host.h"
 
 namespace sift {
 namespace {
 
-// Number of leading keys (positions sorted ascending) with position <= limit, max over heads.
-int64_t CountAtMost(const at::Tensor& k_pos, int64_t limit) {
-  at::Tensor bound = at::full({1}, limit, k_pos.options());
-  at::Tensor rows = k_pos.dim() == 1 ? k_pos.unsqueeze(0) : k_pos;
-  at::Tensor counts =
-      at::searchsorted(rows.contiguous(), bound.expand({rows.size(0), 1}).contiguous(),
-                       /*out_int32=*/false, /*right=*/true);
-  return counts.max().item<int64_t>();
+// Positions are host metadata (sift/attention.h); device ones are brought over (counted).
+at::Tensor HostPositions(const at::Tensor& pos) {
+  if (pos.is_cpu()) return Contiguous(AsType(pos, at::kLong));
+  return ToHost(AsType(pos, at::kLong));
 }
 
-// Visibility of keys [k0, k1) to queries with positions q_pos_block: [1 or Hkv, B, k1-k0].
+// Number of leading keys with position <= limit, max over heads (positions ascend per head).
+int64_t CountAtMost(const at::Tensor& k_pos_host, int64_t limit) {
+  const at::Tensor rows = k_pos_host.dim() == 1 ? k_pos_host.unsqueeze(0) : k_pos_host;
+  const int64_t heads = rows.size(0), n = rows.size(1);
+  const int64_t* p = rows.data_ptr<int64_t>();  // host: ToHost'd positions
+  int64_t best = 0;
+  for (int64_t h = 0; h < heads; ++h) {
+    const int64_t* row = p + h * n;
+    best = std::max<int64_t>(best, std::upper_bound(row, row + n, limit) - row);
+  }
+  return best;
+}
+
+// Visibility of keys [k0, k1) to queries with host positions q_pos_block: [1 or Hkv, B, k1-k0],
+// built on the host and copied to `device` (no device read).
 at::Tensor VisibleMask(const at::Tensor& q_pos_block, const at::Tensor& k_pos, int64_t k0,
-                       int64_t k1, const AttentionOptions& options) {
+                       int64_t k1, const AttentionOptions& options, const at::Device& device) {
   at::Tensor kp = (k_pos.dim() == 1 ? k_pos.unsqueeze(0) : k_pos).slice(1, k0, k1).unsqueeze(1);
   at::Tensor qp = q_pos_block.view({1, -1, 1});
   at::Tensor visible = kp <= qp;
   if (options.window > 0) {
     visible = visible.logical_and((qp - kp < options.window).logical_or(kp < options.sink));
   }
-  return visible;
+  return visible.to(device);
 }
 
 void CheckShapes(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v,
@@ -45,39 +59,111 @@ void CheckShapes(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v,
              "Attention: k_pos must be [nk] or [Hkv, nk]");
 }
 
-}  // namespace
+double Scale(const AttentionOptions& options, int64_t hd) {
+  return options.scale > 0 ? options.scale : 1.0 / std::sqrt(static_cast<double>(hd));
+}
 
-at::Tensor Attention(const at::Tensor& q_in, const at::Tensor& k_in, const at::Tensor& v_in,
-                     const at::Tensor& q_pos, const at::Tensor& k_pos,
-                     const AttentionOptions& options, const AttentionStatsRequest& request,
-                     AttentionStats* stats) {
-  CheckShapes(q_in, k_in, v_in, q_pos, k_pos);
-  const bool upcast = options.upcast_fp32 && q_in.scalar_type() != at::kFloat;
-  const at::Tensor q = upcast ? q_in.to(at::kFloat) : q_in;
-  const at::Tensor k = upcast ? k_in.to(at::kFloat) : k_in;
-  const at::Tensor v = upcast ? v_in.to(at::kFloat) : v_in;
-  SIFT_CHECK(!request.any() || stats != nullptr, "Attention: statistics requested without output");
+// The CPU kernel takes fp32/bf16 tensors whose head rows are contiguous.
+bool UseCpuKernel(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v,
+                  const AttentionOptions& options) {
+  auto supported = [](const at::Tensor& t) {
+    return t.scalar_type() == at::kFloat || t.scalar_type() == at::kBFloat16;
+  };
+  return options.kernel != AttentionKernel::kTorch && q.is_cpu() && k.is_cpu() && v.is_cpu() &&
+         supported(q) && supported(k) && k.scalar_type() == v.scalar_type() &&
+         cpu::FlashAttentionSupportsHeadDim(q.size(2)) && q.stride(2) == 1 &&
+         k.stride(2) == 1 && v.stride(2) == 1 && q.numel() > 0 && k.size(1) > 0;
+}
+
+at::Tensor CpuKernelAttention(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v,
+                              const at::Tensor& q_pos, const at::Tensor& k_pos,
+                              const AttentionOptions& options) {
+  const at::Tensor qp = Contiguous(q_pos), kp = Contiguous(k_pos);
+  at::Tensor out = at::empty(q.sizes(), q.options());
+  cpu::FlashAttentionArgs a;
+  auto elem = [](const at::Tensor& t) {
+    return t.scalar_type() == at::kBFloat16 ? cpu::ElemType::kBF16 : cpu::ElemType::kF32;
+  };
+  a.q = q.data_ptr();  // host: the CPU kernel's input
+  a.q_type = elem(q);
+  a.q_stride_row = q.stride(0);
+  a.q_stride_head = q.stride(1);
+  a.k = k.data_ptr();  // host: the CPU kernel's input
+  a.v = v.data_ptr();  // host: the CPU kernel's input
+  a.kv_type = elem(k);
+  a.k_stride_head = k.stride(0);
+  a.k_stride_row = k.stride(1);
+  a.v_stride_head = v.stride(0);
+  a.v_stride_row = v.stride(1);
+  a.q_pos = qp.data_ptr<int64_t>();  // host: positions
+  a.k_pos = kp.data_ptr<int64_t>();  // host: positions
+  a.k_pos_stride_head = kp.dim() == 2 ? kp.size(1) : 0;
+  a.out = out.data_ptr();  // host: the CPU kernel's output
+  a.out_stride_row = out.stride(0);
+  a.out_stride_head = out.stride(1);
+  a.nq = q.size(0);
+  a.nk = k.size(1);
+  a.hq = q.size(1);
+  a.hkv = k.size(0);
+  a.hd = q.size(2);
+  a.scale = static_cast<float>(Scale(options, a.hd));
+  a.sink = options.sink;
+  a.window = options.window;
+  cpu::FlashAttention(a);
+  return out;
+}
+
+// Queries and keys are the positions 0..n-1 in order (every head): a prompt over a fresh cache.
+[[maybe_unused]] bool IsDenseCausal(const at::Tensor& q_pos, const at::Tensor& k_pos) {
+  const int64_t n = q_pos.size(0);
+  const int64_t* qp = q_pos.data_ptr<int64_t>();  // host: positions
+  const at::Tensor kr = k_pos.dim() == 1 ? k_pos.unsqueeze(0) : k_pos;
+  const int64_t* kp = kr.data_ptr<int64_t>();  // host: positions
+  if (kr.size(1) != n) return false;
+  for (int64_t i = 0; i < n; ++i) {
+    if (qp[i] != i) return false;
+  }
+  for (int64_t h = 0; h < kr.size(0); ++h) {
+    for (int64_t i = 0; i < n; ++i) {
+      if (kp[h * n + i] != i) return false;
+    }
+  }
+  return true;
+}
+
+// First query row any requested statistic reads (nq when none).
+int64_t FirstStatsRow(const AttentionStatsRequest& r, int64_t nq) {
+  int64_t first = nq;
+  if (r.window > 0) first = std::min(first, std::max<int64_t>(0, nq - r.window));
+  if (r.last_query || r.last_query_logit_sum) first = std::min(first, nq - 1);
+  if (r.column_sum) first = 0;
+  if (r.max_from_query >= 0) first = std::min(first, std::max<int64_t>(0, r.max_from_query));
+  return std::max<int64_t>(0, first);
+}
+
+// LibTorch attention, blocked over queries [row_begin, nq): writes the output rows into `out`
+// when it is defined and accumulates the requested statistics. Positions are host tensors.
+void BlockedAttention(const at::Tensor& q_in, const at::Tensor& k_in, const at::Tensor& v_in,
+                      const at::Tensor& q_pos, const at::Tensor& k_pos,
+                      const AttentionOptions& options, const AttentionStatsRequest& request,
+                      AttentionStats* stats, int64_t row_begin, at::Tensor out) {
+  // Products run in the cache's dtype (fp32 when upcasting); q may arrive in fp32.
+  const at::ScalarType ct = options.upcast_fp32 ? at::kFloat : k_in.scalar_type();
+  const at::Tensor q = AsType(q_in, ct);
+  const at::Tensor k = AsType(k_in, ct);
+  const at::Tensor v = AsType(v_in, ct);
   const int64_t nq = q.size(0), hq = q.size(1), hd = q.size(2);
-  const int64_t hkv = k.size(0), nk = k.size(1), group = hq / hkv;
-  const double scale = options.scale > 0 ? options.scale : 1.0 / std::sqrt(static_cast<double>(hd));
+  const int64_t hkv = k.size(0), group = hq / hkv;
+  const double scale = Scale(options, hd);
   const int64_t block = std::max<int64_t>(1, options.block_size);
   const bool lambda = options.window > 0;
-
-  auto f32 = q.options().dtype(at::kFloat);
-  if (request.window > 0) stats->window_sum = at::zeros({hq, nk}, f32);
-  if (request.last_query) stats->last_query = at::zeros({hq, nk}, f32);
-  if (request.column_sum) stats->column_sum = at::zeros({hq, nk}, f32);
-  if (request.max_from_query >= 0) stats->max_prob = at::zeros({nk}, f32);
-  if (request.last_query_logit_sum) stats->last_query_logit_sum = at::zeros({nk}, f32);
+  const at::Device device = q.device();
+  const int64_t* qp = q_pos.data_ptr<int64_t>();  // host: positions
+  const int64_t window_from = nq - request.window;
 
   // [Hkv, group, nq, hd]: query head h uses KV head h / group (HF repeat_kv order).
   at::Tensor qh = q.permute({1, 0, 2}).reshape({hkv, group, nq, hd});
-  at::Tensor out = at::empty({hkv, group, nq, hd}, q.options());
-  at::Tensor q_pos_cpu = q_pos.to(at::kCPU, at::kLong).contiguous();
-  const int64_t* qp = q_pos_cpu.data_ptr<int64_t>();
-  const int64_t window_from = nq - request.window;
-
-  for (int64_t i0 = 0; i0 < nq; i0 += block) {
+  for (int64_t i0 = row_begin; i0 < nq; i0 += block) {
     const int64_t i1 = std::min(nq, i0 + block), b = i1 - i0;
     int64_t qmax = qp[i0], qmin = qp[i0];
     for (int64_t i = i0; i < i1; ++i) {
@@ -94,9 +180,13 @@ at::Tensor Attention(const at::Tensor& q_in, const at::Tensor& k_in, const at::T
     at::Tensor kb = k.slice(1, 0, kend);
     at::Tensor vb = v.slice(1, 0, kend);
 #if TORCH_VERSION_MAJOR >= 2 && (TORCH_VERSION_MAJOR > 2 || TORCH_VERSION_MINOR >= 1)
-    if (!request.any()) {
-      // LibTorch's fused kernel (flash / memory-efficient where available); same mask.
-      at::Tensor mask = VisibleMask(q_pos.slice(0, i0, i1), k_pos, 0, kend, options).unsqueeze(1);
+    if (!request.any() && out.defined()) {
+      // LibTorch's fused kernel (flash / memory-efficient where available). A block that sees
+      // every key it reaches needs no mask, which keeps the flash kernel eligible.
+      at::Tensor mask;
+      if (kfull < kend) {
+        mask = VisibleMask(q_pos.slice(0, i0, i1), k_pos, 0, kend, options, device).unsqueeze(1);
+      }
       at::Tensor ob = at::scaled_dot_product_attention(
           qb.view({hkv, group, b, hd}), kb.unsqueeze(1).expand({hkv, group, kend, hd}),
           vb.unsqueeze(1).expand({hkv, group, kend, hd}), mask, 0.0, false, scale);
@@ -114,7 +204,7 @@ at::Tensor Attention(const at::Tensor& q_in, const at::Tensor& k_in, const at::T
     scores.mul_(scale);
     if (kfull < kend) {
       at::Tensor visible =
-          VisibleMask(q_pos.slice(0, i0, i1), k_pos, kfull, kend, options).unsqueeze(1);
+          VisibleMask(q_pos.slice(0, i0, i1), k_pos, kfull, kend, options, device).unsqueeze(1);
       scores.slice(3, kfull, kend).masked_fill_(visible.logical_not(),
                                                 -std::numeric_limits<float>::infinity());
     }
@@ -126,7 +216,9 @@ at::Tensor Attention(const at::Tensor& q_in, const at::Tensor& k_in, const at::T
         const int64_t from = std::max<int64_t>(0, window_from - i0);
         stats->window_sum.slice(1, 0, kend).add_(p.slice(1, from, b).sum(1));
       }
-      if (request.last_query && has_last) stats->last_query.slice(1, 0, kend).copy_(p.select(1, b - 1));
+      if (request.last_query && has_last) {
+        stats->last_query.slice(1, 0, kend).copy_(p.select(1, b - 1));
+      }
       if (request.column_sum) stats->column_sum.slice(1, 0, kend).add_(p.sum(1));
       if (request.max_from_query >= 0 && i1 > request.max_from_query) {
         const int64_t from = std::max<int64_t>(0, request.max_from_query - i0);
@@ -135,26 +227,78 @@ at::Tensor Attention(const at::Tensor& q_in, const at::Tensor& k_in, const at::T
         dst.copy_(at::maximum(dst, m));
       }
     }
-
+    if (!out.defined()) continue;
     at::Tensor ob = at::bmm(probs.view({hkv, group * b, kend}).to(v.scalar_type()), vb);
     out.slice(2, i0, i1).copy_(ob.view({hkv, group, b, hd}));
   }
-  return out.view({hq, nq, hd}).permute({1, 0, 2}).to(q_in.scalar_type()).contiguous();
 }
+
+}  // namespace
+
+at::Tensor Attention(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v,
+                     const at::Tensor& q_pos_in, const at::Tensor& k_pos_in,
+                     const AttentionOptions& options, const AttentionStatsRequest& request,
+                     AttentionStats* stats) {
+  CheckShapes(q, k, v, q_pos_in, k_pos_in);
+  SIFT_CHECK(!request.any() || stats != nullptr, "Attention: statistics requested without output");
+  const at::Tensor q_pos = HostPositions(q_pos_in);
+  const at::Tensor k_pos = HostPositions(k_pos_in);
+  const int64_t nq = q.size(0), hq = q.size(1), hkv = k.size(0), nk = k.size(1);
+
+  if (request.any()) {
+    const auto opts = q.options().dtype(at::kFloat);
+    if (request.window > 0) stats->window_sum = at::zeros({hq, nk}, opts);
+    if (request.last_query) stats->last_query = at::zeros({hq, nk}, opts);
+    if (request.column_sum) stats->column_sum = at::zeros({hq, nk}, opts);
+    if (request.max_from_query >= 0) stats->max_prob = at::zeros({nk}, opts);
+    if (request.last_query_logit_sum) stats->last_query_logit_sum = at::zeros({nk}, opts);
+  }
+
+  if (UseCpuKernel(q, k, v, options)) {
+    at::Tensor out = CpuKernelAttention(q, k, v, q_pos, k_pos, options);
+    // Statistics need normalised probabilities of a few rows: recomputed for those rows only.
+    if (request.any()) {
+      BlockedAttention(q, k, v, q_pos, k_pos, options, request, stats,
+                       FirstStatsRow(request, nq), at::Tensor());
+    }
+    return out;
+  }
+  const int64_t hd = q.size(2), group = hq / hkv;
+#if TORCH_VERSION_MAJOR >= 2 && (TORCH_VERSION_MAJOR > 2 || TORCH_VERSION_MINOR >= 1)
+  if (!request.any() && options.window == 0 && !options.upcast_fp32 && nq == nk &&
+      IsDenseCausal(q_pos, k_pos)) {
+    // A whole prompt over a fresh cache: one causal call, no mask, so LibTorch's flash kernel
+    // runs (top-left causal alignment is right when queries and keys are the same positions).
+    const at::Tensor ct = AsType(q, k.scalar_type());
+    at::Tensor qh = ct.permute({1, 0, 2}).reshape({hkv, group, nq, hd});
+    at::Tensor o = at::scaled_dot_product_attention(
+        qh, k.unsqueeze(1).expand({hkv, group, nk, hd}), v.unsqueeze(1).expand({hkv, group, nk, hd}),
+        {}, 0.0, /*is_causal=*/true, Scale(options, hd));
+    return o.reshape({hq, nq, hd}).permute({1, 0, 2}).to(q.scalar_type()).contiguous();
+  }
+#endif
+  at::Tensor out = at::empty({hkv, group, nq, hd},
+                             q.options().dtype(options.upcast_fp32 ? at::kFloat : q.scalar_type()));
+  BlockedAttention(q, k, v, q_pos, k_pos, options, request, stats, 0, out);
+  return out.view({hq, nq, hd}).permute({1, 0, 2}).to(q.scalar_type()).contiguous();
+}
+
+const char* AttentionCpuKernelIsa() { return cpu::FlashAttentionIsa(); }
 
 at::Tensor AttentionReference(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v,
                               const at::Tensor& q_pos, const at::Tensor& k_pos,
                               const AttentionOptions& options) {
   CheckShapes(q, k, v, q_pos, k_pos);
   const int64_t hq = q.size(1), hd = q.size(2), hkv = k.size(0), group = hq / hkv;
-  const double scale = options.scale > 0 ? options.scale : 1.0 / std::sqrt(static_cast<double>(hd));
+  const double scale = Scale(options, hd);
   at::Tensor qf = q.to(at::kFloat).permute({1, 0, 2});                          // [Hq, nq, hd]
   at::Tensor kf = k.to(at::kFloat).repeat_interleave(group, 0);                  // [Hq, nk, hd]
   at::Tensor vf = v.to(at::kFloat).repeat_interleave(group, 0);
-  at::Tensor kp = (k_pos.dim() == 1 ? k_pos.unsqueeze(0).expand({hkv, k.size(1)}) : k_pos)
+  const at::Tensor k_pos_d = k_pos.to(q.device(), at::kLong);
+  at::Tensor kp = (k_pos_d.dim() == 1 ? k_pos_d.unsqueeze(0).expand({hkv, k.size(1)}) : k_pos_d)
                       .repeat_interleave(group, 0)
                       .unsqueeze(1);                                             // [Hq, 1, nk]
-  at::Tensor qp = q_pos.view({1, -1, 1});
+  at::Tensor qp = q_pos.to(q.device(), at::kLong).view({1, -1, 1});
   at::Tensor visible = kp <= qp;
   if (options.window > 0) {
     visible = visible.logical_and((qp - kp < options.window).logical_or(kp < options.sink));

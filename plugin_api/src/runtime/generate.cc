@@ -49,6 +49,8 @@ GenerationResult Generate(const Model& model, KvCache& cache, const at::Tensor& 
   size_t emitted = 0;   // bytes of `text` already handed to the callback
   at::Tensor logits = first_logits;
   int64_t position = next_position;
+  // Room for every token this call may append, so decode steps never reallocate the cache.
+  for (int64_t l = 0; l < cache.num_layers(); ++l) cache.Reserve(l, options.max_tokens);
   bool stopped_by_string = false;
   const auto start = std::chrono::steady_clock::now();
 

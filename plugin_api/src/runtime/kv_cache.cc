@@ -3,8 +3,18 @@
 #include <algorithm>
 
 #include "sift/error.h"
+#include "sift/host.h"
+#include "tensor_util.h"
 
 namespace sift {
+namespace {
+
+// Positions live on the host; a device tensor is brought over (and counted as a host read).
+at::Tensor HostLong(const at::Tensor& t) {
+  return t.is_cpu() ? Contiguous(AsType(t, at::kLong)) : ToHost(AsType(t, at::kLong));
+}
+
+}  // namespace
 
 KvCache::KvCache(const KvCacheShape& shape) : shape_(shape), layers_(shape.num_layers) {
   SIFT_CHECK(shape.num_layers > 0 && shape.num_kv_heads > 0 && shape.head_dim > 0,
@@ -12,11 +22,11 @@ KvCache::KvCache(const KvCacheShape& shape) : shape_(shape), layers_(shape.num_l
 }
 
 void KvCache::Grow(Layer& layer, int64_t min_capacity) {
-  int64_t capacity = std::max<int64_t>({min_capacity, 2 * layer.capacity(), 64});
+  int64_t capacity = std::max<int64_t>({min_capacity + headroom_, 2 * layer.capacity(), 64});
   auto opts = at::TensorOptions().dtype(shape_.dtype).device(shape_.device);
   at::Tensor k = at::empty({shape_.num_kv_heads, capacity, shape_.head_dim}, opts);
   at::Tensor v = at::empty({shape_.num_kv_heads, capacity, shape_.head_dim}, opts);
-  at::Tensor pos = at::empty({shape_.num_kv_heads, capacity}, opts.dtype(at::kLong));
+  at::Tensor pos = at::empty({shape_.num_kv_heads, capacity}, at::kLong);  // host: positions
   if (layer.size > 0) {
     k.narrow(1, 0, layer.size).copy_(layer.k.narrow(1, 0, layer.size));
     v.narrow(1, 0, layer.size).copy_(layer.v.narrow(1, 0, layer.size));
@@ -44,7 +54,13 @@ void KvCache::Append(int64_t layer, const at::Tensor& k, const at::Tensor& v,
   if (l.size + n > l.capacity()) Grow(l, l.size + n);
   l.k.narrow(1, l.size, n).copy_(k.transpose(0, 1));
   l.v.narrow(1, l.size, n).copy_(v.transpose(0, 1));
-  l.pos.narrow(1, l.size, n).copy_(positions.unsqueeze(0).expand({shape_.num_kv_heads, n}));
+  // Host to host: the same n positions for every head.
+  const at::Tensor pos = HostLong(positions);
+  const int64_t* src = pos.data_ptr<int64_t>();  // host: positions
+  int64_t* dst = l.pos.data_ptr<int64_t>();       // host: positions
+  for (int64_t h = 0; h < shape_.num_kv_heads; ++h) {
+    std::copy(src, src + n, dst + h * l.capacity() + l.size);
+  }
   l.size += n;
 }
 
@@ -65,29 +81,42 @@ at::Tensor KvCache::Values(int64_t layer) const {
 
 at::Tensor KvCache::Positions(int64_t layer) const {
   const Layer& l = layers_.at(layer);
-  if (!l.pos.defined()) {
-    return at::empty({shape_.num_kv_heads, 0}, at::TensorOptions().dtype(at::kLong));
-  }
+  if (!l.pos.defined()) return at::empty({shape_.num_kv_heads, 0}, at::kLong);  // host: positions
   return l.pos.narrow(1, 0, l.size);
 }
 
 void KvCache::Select(int64_t layer, const at::Tensor& indices) {
   Layer& l = layers_.at(layer);
-  at::Tensor idx = indices.to(shape_.device, at::kLong);
+  at::Tensor idx = HostLong(indices);
   if (idx.dim() == 1) idx = idx.unsqueeze(0).expand({shape_.num_kv_heads, idx.size(0)});
   SIFT_CHECK(idx.dim() == 2 && idx.size(0) == shape_.num_kv_heads,
              "KvCache::Select: layer ", layer, ": indices must be [m] or [", shape_.num_kv_heads,
              ", m], got ", indices.sizes());
-  if (idx.numel() > 0) {
-    SIFT_CHECK(idx.min().item<int64_t>() >= 0 && idx.max().item<int64_t>() < l.size,
-               "KvCache::Select: layer ", layer, ": index out of range [0, ", l.size, ")");
-  }
   const int64_t m = idx.size(1);
-  at::Tensor kidx = idx.unsqueeze(-1).expand({shape_.num_kv_heads, m, shape_.head_dim});
-  // gather() allocates exactly-sized outputs; assigning them drops the old buffers.
-  at::Tensor k = Keys(layer).gather(1, kidx);
-  at::Tensor v = Values(layer).gather(1, kidx);
-  at::Tensor pos = Positions(layer).gather(1, idx);
+  if (idx.numel() > 0) {
+    const at::Tensor flat = idx.contiguous();
+    const int64_t* p = flat.data_ptr<int64_t>();  // host: HostLong'd indices
+    const auto [lo, hi] = std::minmax_element(p, p + flat.numel());
+    SIFT_CHECK(*lo >= 0 && *hi < l.size, "KvCache::Select: layer ", layer,
+               ": index out of range [0, ", l.size, ")");
+  }
+  // New storage with headroom; the old buffers are dropped when assigned over.
+  const int64_t capacity = m + headroom_;
+  auto opts = at::TensorOptions().dtype(shape_.dtype).device(shape_.device);
+  at::Tensor k = at::empty({shape_.num_kv_heads, capacity, shape_.head_dim}, opts);
+  at::Tensor v = at::empty({shape_.num_kv_heads, capacity, shape_.head_dim}, opts);
+  at::Tensor pos = at::empty({shape_.num_kv_heads, capacity}, at::kLong);  // host: positions
+  if (m > 0) {
+    const at::Tensor didx = indices.device() == shape_.device
+                                ? indices.to(at::kLong)
+                                : idx.to(shape_.device);
+    at::Tensor dev_idx = didx.dim() == 1 ? didx.unsqueeze(0).expand({shape_.num_kv_heads, m}) : didx;
+    at::Tensor kidx = dev_idx.unsqueeze(-1).expand({shape_.num_kv_heads, m, shape_.head_dim});
+    at::Tensor k_live = k.narrow(1, 0, m), v_live = v.narrow(1, 0, m), p_live = pos.narrow(1, 0, m);
+    at::gather_out(k_live, Keys(layer), 1, kidx);
+    at::gather_out(v_live, Values(layer), 1, kidx);
+    at::gather_out(p_live, Positions(layer), 1, idx);
+  }
   l.k = k;
   l.v = v;
   l.pos = pos;
@@ -102,10 +131,13 @@ void KvCache::Set(int64_t layer, const at::Tensor& k, const at::Tensor& v,
                  positions.size(0) == k.size(0) && positions.size(1) == k.size(1),
              "KvCache::Set: layer ", layer, ": bad shapes k ", k.sizes(), " v ", v.sizes(),
              " positions ", positions.sizes());
-  l.k = k.to(shape_.device, shape_.dtype).contiguous();
-  l.v = v.to(shape_.device, shape_.dtype).contiguous();
-  l.pos = positions.to(shape_.device, at::kLong).contiguous();
-  l.size = k.size(1);
+  const int64_t n = k.size(1);
+  l = Layer{};
+  Grow(l, n);  // empty layer: allocates n + headroom
+  l.k.narrow(1, 0, n).copy_(k);
+  l.v.narrow(1, 0, n).copy_(v);
+  l.pos.narrow(1, 0, n).copy_(HostLong(positions));
+  l.size = n;
 }
 
 void KvCache::Clear() {
@@ -138,9 +170,11 @@ int64_t KvCache::TotalEntries() const {
 
 int64_t KvCache::NextPosition() const {
   int64_t next = 0;
-  for (int64_t i = 0; i < num_layers(); ++i) {
-    if (layers_[i].size == 0) continue;
-    next = std::max(next, Positions(i).max().item<int64_t>() + 1);
+  for (const Layer& l : layers_) {
+    if (l.size == 0) continue;
+    const at::Tensor p = l.pos.narrow(1, 0, l.size).contiguous();
+    const int64_t* d = p.data_ptr<int64_t>();  // host: positions
+    next = std::max(next, *std::max_element(d, d + p.numel()) + 1);
   }
   return next;
 }

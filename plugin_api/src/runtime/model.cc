@@ -8,8 +8,11 @@
 #include <thread>
 #include <unistd.h>
 
+#include "cpu/elementwise.h"
+#include "tensor_util.h"
 #include "sift/error.h"
 #include "sift/gguf.h"
+#include "sift/host.h"
 
 namespace sift {
 namespace {
@@ -21,8 +24,8 @@ bool EndsWith(const std::string& s, const std::string& suffix) {
 // inv_freq[i] = 1 / theta^(2i/hd), with Llama 3 / linear scaling applied as HF does.
 at::Tensor RopeInverseFrequencies(const ModelConfig& c) {
   const int64_t half = c.head_dim / 2;
-  at::Tensor inv = at::empty({half}, at::kFloat);
-  float* p = inv.data_ptr<float>();
+  at::Tensor inv = at::empty({half}, at::kFloat);  // host: RoPE angles are host math
+  float* p = inv.data_ptr<float>();                 // host: just created on the CPU
   const RopeScaling& s = c.rope_scaling;
   for (int64_t i = 0; i < half; ++i) {
     double f = 1.0 / std::pow(c.rope_theta, static_cast<double>(2 * i) / c.head_dim);
@@ -69,6 +72,16 @@ at::Tensor RmsNorm(const at::Tensor& x, const at::Tensor& weight, double eps) {
 }
 
 }  // namespace
+
+WeightFormat ParseWeightFormat(const std::string& name) {
+  if (name == "native") return WeightFormat::kNative;
+  if (name == "dense") return WeightFormat::kDense;
+  throw Error("unknown weight format '" + name + "' (expected native or dense)");
+}
+
+const char* WeightFormatName(WeightFormat format) {
+  return format == WeightFormat::kNative ? "native" : "dense";
+}
 
 at::ScalarType ParseDtype(const std::string& name) {
   if (name == "bf16" || name == "bfloat16") return at::kBFloat16;
@@ -117,9 +130,12 @@ std::shared_ptr<const Model> Model::Load(const std::string& path, const ModelOpt
   if (EndsWith(path, ".gguf")) {
     std::unique_ptr<GgufFile> file = GgufFile::Open(path);
     model->tokenizer_ = Tokenizer::FromGguf(*file);
+    if (options.weights == WeightFormat::kNative && options.device.is_cpu()) {
+      model->qweights_ = LoadQuantizedWeights(path);
+    }
   }
   const ModelConfig& c = model->weights_.config;
-  model->inv_freq_ = RopeInverseFrequencies(c).to(options.device);
+  model->inv_freq_cpu_ = RopeInverseFrequencies(c);
   if (options.upcast_min_rows < 0) {
     model->upcast_min_rows_ =
         options.dtype == at::kBFloat16 && !HasNativeBf16(options.device) ? 16 : 0;
@@ -135,8 +151,7 @@ std::shared_ptr<const Model> Model::Load(const std::string& path, const ModelOpt
     l.wk = qkv.narrow(0, nq, nk);
     l.wv = qkv.narrow(0, nq + nk, nk);
     model->w_qkv_.push_back(qkv);
-    model->b_qkv_.push_back(c.attention_bias ? at::cat({l.bq, l.bk, l.bv}, 0).to(options.dtype)
-                                             : at::Tensor());
+    model->b_qkv_.push_back(c.attention_bias ? at::cat({l.bq, l.bk, l.bv}, 0) : at::Tensor());
     at::Tensor gate_up = at::cat({l.w_gate, l.w_up}, 0).contiguous();
     const int64_t ff = l.w_gate.size(0);
     l.w_gate = gate_up.narrow(0, 0, ff);
@@ -160,17 +175,42 @@ at::Tensor Model::Embed(const at::Tensor& ids) const {
   return weights_.embed.index_select(0, ids.to(options_.device, at::kLong)).to(at::kFloat);
 }
 
+bool Model::UseCpuKernels(const at::Tensor& t) const {
+  return options_.cpu_kernels && t.is_cpu() && t.scalar_type() == at::kFloat && t.is_contiguous();
+}
+
+at::Tensor Model::NormF32(const at::Tensor& x, const at::Tensor& weight) const {
+  if (!UseCpuKernels(x)) return RmsNorm(x, weight, config().rms_norm_eps);
+  at::Tensor out = at::empty(x.sizes(), x.options());
+  cpu::RmsNorm(x.data_ptr<float>(), weight.data_ptr<float>(),  // host: CPU kernel
+               static_cast<float>(config().rms_norm_eps), x.size(0), x.size(1),
+               out.data_ptr<float>());  // host: CPU kernel
+  return out;
+}
+
 at::Tensor Model::AttnNorm(int64_t layer, const at::Tensor& x) const {
-  return RmsNorm(x, weights_.layers.at(layer).attn_norm, config().rms_norm_eps).to(options_.dtype);
+  return NormF32(x, weights_.layers.at(layer).attn_norm).to(options_.dtype);
 }
 
 at::Tensor Model::FfnNorm(int64_t layer, const at::Tensor& x) const {
-  return RmsNorm(x, weights_.layers.at(layer).ffn_norm, config().rms_norm_eps).to(options_.dtype);
+  return NormF32(x, weights_.layers.at(layer).ffn_norm).to(options_.dtype);
+}
+
+std::string Model::KernelSummary() const {
+  std::string s = std::string("attention ") + AttentionCpuKernelIsa();
+  if (!options_.device.is_cpu()) return "LibTorch on " + options_.device.str();
+  if (!options_.cpu_kernels) s = "attention torch";
+  s += ", matmul ";
+  s += native_weights() ? QuantKernelName() + " (native blocks up to " +
+                              std::to_string(options_.native_max_rows) + " rows)"
+                        : std::string("LibTorch");
+  return s;
 }
 
 Model::Qkv Model::ProjectQkv(int64_t layer, const at::Tensor& h) const {
   const ModelConfig& c = config();
-  at::Tensor qkv = Linear(h, w_qkv_.at(layer), b_qkv_.at(layer));
+  const QuantizedLayer* ql = Quantized(layer);
+  at::Tensor qkv = Linear(h, w_qkv_.at(layer), b_qkv_.at(layer), ql ? &ql->qkv : nullptr);
   const int64_t n = h.size(0), hd = c.head_dim;
   Qkv out;
   out.q = qkv.narrow(1, 0, c.num_heads * hd).view({n, c.num_heads, hd});
@@ -180,62 +220,122 @@ Model::Qkv Model::ProjectQkv(int64_t layer, const at::Tensor& h) const {
   return out;
 }
 
-at::Tensor Model::ApplyRope(const at::Tensor& x, const at::Tensor& positions) const {
+RopeTables Model::Rope(const at::Tensor& positions) const {
+  // Angles in fp32 as Hugging Face computes them, on the host from the host positions, then
+  // moved to the device (a copy to it, never a read back).
+  const at::Tensor pos = positions.is_cpu() ? positions : ToHost(positions);
+  at::Tensor angles = pos.to(at::kFloat).unsqueeze(1) * inv_freq_cpu_;
+  RopeTables t;
+  t.cos = angles.cos().to(options_.device);
+  t.sin = angles.sin().to(options_.device);
+  return t;
+}
+
+at::Tensor Model::ApplyRope(const at::Tensor& x, const RopeTables& rope) const {
+  if (UseCpuKernels(x) && x.dim() == 3) {
+    at::Tensor out = x.clone();
+    cpu::RopeInPlace(out.data_ptr<float>(), out.size(0), out.size(1) * out.size(2),  // host: CPU kernel
+                     out.size(1), out.size(2), rope.cos.data_ptr<float>(),            // host: CPU kernel
+                     rope.sin.data_ptr<float>());                                     // host: CPU kernel
+    return out;
+  }
   const int64_t half = config().head_dim / 2;
-  at::Tensor angles = positions.to(options_.device, at::kFloat).unsqueeze(1) * inv_freq_;
-  at::Tensor cos = angles.cos().unsqueeze(1);  // [n, 1, hd/2]
-  at::Tensor sin = angles.sin().unsqueeze(1);
+  const at::Tensor cos = rope.cos.unsqueeze(1), sin = rope.sin.unsqueeze(1);  // [n, 1, hd/2]
   at::Tensor xf = x.to(at::kFloat);
   at::Tensor x1 = xf.narrow(2, 0, half), x2 = xf.narrow(2, half, half);
   return at::cat({x1 * cos - x2 * sin, x2 * cos + x1 * sin}, 2).to(x.scalar_type());
 }
 
+at::Tensor Model::ApplyRope(const at::Tensor& x, const at::Tensor& positions) const {
+  return ApplyRope(x, Rope(positions));
+}
+
 at::Tensor Model::OutputProjection(int64_t layer, const at::Tensor& attn) const {
-  return Linear(attn.reshape({attn.size(0), -1}), weights_.layers.at(layer).wo).to(at::kFloat);
+  const QuantizedLayer* ql = Quantized(layer);
+  return AsType(Linear(attn.reshape({attn.size(0), -1}), weights_.layers.at(layer).wo, {},
+                       ql ? &ql->wo : nullptr),
+                at::kFloat);
 }
 
 at::Tensor Model::Ffn(int64_t layer, const at::Tensor& h) const {
-  at::Tensor gate_up = Linear(h, w_gate_up_.at(layer));
+  const QuantizedLayer* ql = Quantized(layer);
+  at::Tensor gate_up = Linear(h, w_gate_up_.at(layer), {}, ql ? &ql->gate_up : nullptr);
   const int64_t ff = config().intermediate_size;
-  at::Tensor act = at::silu(gate_up.narrow(1, 0, ff)).mul_(gate_up.narrow(1, ff, ff));
-  return Linear(act, weights_.layers.at(layer).w_down).to(at::kFloat);
+  at::Tensor act;
+  if (UseCpuKernels(gate_up)) {
+    act = at::empty({gate_up.size(0), ff}, gate_up.options());
+    cpu::SiluMul(gate_up.data_ptr<float>(), gate_up.size(0), ff, act.data_ptr<float>());  // host: CPU kernel
+  } else {
+    act = at::silu(gate_up.narrow(1, 0, ff)).mul_(gate_up.narrow(1, ff, ff));
+  }
+  return AsType(Linear(act, weights_.layers.at(layer).w_down, {}, ql ? &ql->w_down : nullptr),
+                at::kFloat);
 }
 
 at::Tensor Model::Logits(const at::Tensor& x) const {
-  at::Tensor h = RmsNorm(x, weights_.final_norm, config().rms_norm_eps).to(options_.dtype);
-  return Linear(h, weights_.lm_head).to(at::kFloat);
+  const at::Tensor h = NormF32(x, weights_.final_norm);
+  return AsType(Linear(h, weights_.lm_head, {}, native_weights() ? &qweights_.lm_head : nullptr),
+                at::kFloat);
 }
 
-at::Tensor Model::Linear(const at::Tensor& x, const at::Tensor& w, const at::Tensor& b) const {
+at::Tensor Model::Linear(const at::Tensor& x_in, const at::Tensor& w, const at::Tensor& b,
+                         const QuantizedMatrix* q) const {
+  if (q != nullptr && x_in.is_cpu() && x_in.size(0) <= options_.native_max_rows) {
+    at::Tensor y = q->MatMul(Contiguous(AsType(x_in, at::kFloat)));
+    return b.defined() ? y.add_(b) : y;
+  }
+  const at::Tensor x = AsType(x_in, w.scalar_type());
   if (upcast_min_rows_ > 0 && x.size(0) >= upcast_min_rows_) {
     // Matrix-matrix product in fp32 from bf16 storage: converting the weight costs one pass over
     // it, far less than the emulated bf16 GEMM would.
     return at::linear(x.to(at::kFloat), w.to(at::kFloat), b.defined() ? b.to(at::kFloat) : b)
         .to(x.scalar_type());
   }
-  return at::linear(x, w, b);
+  return at::linear(x, w, b.defined() ? AsType(b, w.scalar_type()) : b);
 }
 
 at::Tensor Model::Layer(int64_t layer, const at::Tensor& x, const at::Tensor& positions,
                         KvCache* cache, const AttentionOptions& attention,
                         const AttentionStatsRequest& request, AttentionStats* stats) const {
-  Qkv qkv = ProjectQkv(layer, AttnNorm(layer, x));
-  at::Tensor pos = positions.to(options_.device, at::kLong);
-  at::Tensor q = ApplyRope(qkv.q, pos);
-  at::Tensor k = ApplyRope(qkv.k, pos);
+  return Layer(layer, x, positions, Rope(positions), cache, attention, request, stats);
+}
+
+at::Tensor Model::Layer(int64_t layer, const at::Tensor& x, const at::Tensor& positions,
+                        const RopeTables& rope, KvCache* cache, const AttentionOptions& attention,
+                        const AttentionStatsRequest& request, AttentionStats* stats) const {
+  const ModelConfig& c = config();
+  const int64_t n = x.size(0), hd = c.head_dim, nq = c.num_heads * hd, nkv = c.num_kv_heads * hd;
+  // q, k and v in fp32, RoPE applied to q and k in place.
+  const QuantizedLayer* ql = Quantized(layer);
+  at::Tensor qkv = Linear(NormF32(x, weights_.layers.at(layer).attn_norm), w_qkv_.at(layer),
+                          b_qkv_.at(layer), ql ? &ql->qkv : nullptr);
+  qkv = Contiguous(AsType(qkv, at::kFloat));
+  if (UseCpuKernels(qkv)) {
+    cpu::RopeInPlace(qkv.data_ptr<float>(), n, qkv.size(1), c.num_heads + c.num_kv_heads, hd,  // host: CPU kernel
+                     rope.cos.data_ptr<float>(), rope.sin.data_ptr<float>());  // host: CPU kernel
+  } else {
+    qkv.narrow(1, 0, nq + nkv)
+        .copy_(ApplyRope(qkv.narrow(1, 0, nq + nkv).view({n, c.num_heads + c.num_kv_heads, hd}),
+                         rope)
+                   .view({n, nq + nkv}));
+  }
+  const at::Tensor q = qkv.narrow(1, 0, nq).view({n, c.num_heads, hd});
+  const at::Tensor k = qkv.narrow(1, nq, nkv).view({n, c.num_kv_heads, hd});
+  const at::Tensor v = qkv.narrow(1, nq + nkv, nkv).view({n, c.num_kv_heads, hd});
   AttentionOptions attn_options = attention;
-  attn_options.upcast_fp32 = upcast_min_rows_ > 0 && x.size(0) >= upcast_min_rows_;
+  attn_options.upcast_fp32 = upcast_min_rows_ > 0 && n >= upcast_min_rows_;
+  if (!options_.cpu_kernels) attn_options.kernel = AttentionKernel::kTorch;
   at::Tensor attn;
   if (cache != nullptr) {
-    cache->Append(layer, k, qkv.v, pos);
-    attn = Attention(q, cache->Keys(layer), cache->Values(layer), pos, cache->Positions(layer),
-                     attn_options, request, stats);
+    cache->Append(layer, k, v, positions);
+    attn = Attention(q, cache->Keys(layer), cache->Values(layer), positions,
+                     cache->Positions(layer), attn_options, request, stats);
   } else {
-    attn = Attention(q, k.transpose(0, 1), qkv.v.transpose(0, 1), pos, pos, attn_options,
-                     request, stats);
+    attn = Attention(q, k.to(options_.dtype).transpose(0, 1), v.to(options_.dtype).transpose(0, 1),
+                     positions, positions, attn_options, request, stats);
   }
   at::Tensor h = x + OutputProjection(layer, attn);
-  return h.add_(Ffn(layer, FfnNorm(layer, h)));
+  return h.add_(Ffn(layer, NormF32(h, weights_.layers.at(layer).ffn_norm)));
 }
 
 at::Tensor Model::RunLayers(int64_t begin, int64_t end, const at::Tensor& x,
@@ -244,11 +344,12 @@ at::Tensor Model::RunLayers(int64_t begin, int64_t end, const at::Tensor& x,
   SIFT_CHECK(0 <= begin && begin <= end && end <= config().num_layers, "RunLayers: bad range [",
              begin, ", ", end, ")");
   at::Tensor h = x;
+  const RopeTables rope = Rope(positions);
   for (int64_t l = begin; l < end; ++l) {
     AttentionStatsRequest request;
     if (options.hooks.stats_request) request = options.hooks.stats_request(l);
     AttentionStats stats;
-    h = Layer(l, h, positions, cache, options.attention, request,
+    h = Layer(l, h, positions, rope, cache, options.attention, request,
               request.any() ? &stats : nullptr);
     if (request.any() && options.hooks.on_stats) options.hooks.on_stats(l, std::move(stats));
   }
@@ -261,11 +362,12 @@ at::Tensor Model::Forward(const std::vector<TokenId>& ids, int64_t start_positio
   const int64_t n = static_cast<int64_t>(ids.size());
   const int64_t chunk = options.chunk_size > 0 ? options.chunk_size : n;
   for (int64_t l = 0; l < config().num_layers; ++l) cache.Reserve(l, n);
-  at::Tensor all_ids = at::tensor(std::vector<int64_t>(ids.begin(), ids.end()), at::kLong);
+  at::Tensor all_ids = at::tensor(std::vector<int64_t>(ids.begin(), ids.end()), at::kLong);  // host: token ids
   at::Tensor last;
   for (int64_t c0 = 0; c0 < n; c0 += chunk) {
     const int64_t c1 = std::min(n, c0 + chunk);
-    at::Tensor positions = at::arange(start_position + c0, start_position + c1, at::kLong);
+    at::Tensor positions =
+        at::arange(start_position + c0, start_position + c1, at::kLong);  // host: positions
     at::Tensor x = Embed(all_ids.slice(0, c0, c1));
     x = RunLayers(0, config().num_layers, x, positions, &cache, options);
     last = x.slice(0, x.size(0) - 1, x.size(0));

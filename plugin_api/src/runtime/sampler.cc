@@ -1,16 +1,19 @@
 #include "sift/sampler.h"
 
 #include "sift/error.h"
+#include "sift/host.h"
 
 namespace sift {
 
+// Everything runs where the logits are; the host reads one integer per token (the chosen id).
+// The only host-side randomness is one uniform draw, so a seed reproduces the same tokens.
 TokenId Sampler::Sample(const at::Tensor& logits_in) {
-  at::Tensor logits = logits_in.to(at::kCPU, at::kFloat).reshape({-1});
-  SIFT_CHECK(logits.numel() > 0, "Sampler: empty logits");
+  SIFT_CHECK(logits_in.numel() > 0, "Sampler: empty logits");
   SIFT_CHECK(options_.temperature >= 0, "Sampler: temperature must be >= 0");
   SIFT_CHECK(options_.top_p > 0 && options_.top_p <= 1, "Sampler: top_p must be in (0, 1]");
   SIFT_CHECK(options_.top_k >= 0, "Sampler: top_k must be >= 0");
-  if (options_.temperature == 0) return static_cast<TokenId>(logits.argmax().item<int64_t>());
+  const at::Tensor logits = logits_in.reshape({-1}).to(at::kFloat);
+  if (options_.temperature == 0) return static_cast<TokenId>(HostInt(logits.argmax()));
 
   // Candidates sorted by logit, descending.
   int64_t k = logits.numel();
@@ -18,23 +21,17 @@ TokenId Sampler::Sample(const at::Tensor& logits_in) {
   auto [values, indices] = logits.topk(k);
   at::Tensor probs = (values / options_.temperature).softmax(0);
   if (options_.top_p < 1.0) {
-    at::Tensor cum = probs.cumsum(0);
-    // Keep tokens whose preceding cumulative mass is < top_p (always at least one).
-    int64_t keep = (cum - probs < options_.top_p).sum().item<int64_t>();
-    keep = std::max<int64_t>(1, keep);
-    probs = probs.slice(0, 0, keep);
-    indices = indices.slice(0, 0, keep);
-    probs = probs / probs.sum();
+    // Keep tokens whose preceding cumulative mass is < top_p (the first always is).
+    probs = probs * ((probs.cumsum(0) - probs) < options_.top_p);
   }
-  const float* p = probs.data_ptr<float>();
+  // Inverse-CDF draw: the first candidate whose cumulative mass exceeds r * total.
   std::uniform_real_distribution<double> uniform(0.0, 1.0);
-  double r = uniform(rng_), acc = 0;
-  const int64_t n = probs.numel();
-  for (int64_t i = 0; i < n; ++i) {
-    acc += p[i];
-    if (r < acc) return static_cast<TokenId>(indices[i].item<int64_t>());
-  }
-  return static_cast<TokenId>(indices[n - 1].item<int64_t>());
+  const double r = uniform(rng_);
+  const at::Tensor cdf = probs.cumsum(0);
+  const at::Tensor target = cdf.narrow(0, k - 1, 1) * r;
+  const at::Tensor pick =
+      at::searchsorted(cdf, target, /*out_int32=*/false, /*right=*/true).clamp_max_(k - 1);
+  return static_cast<TokenId>(HostInt(indices.index_select(0, pick)));
 }
 
 }  // namespace sift

@@ -69,8 +69,9 @@ class GgufLoader {
     const int64_t row_len = info->ne.empty() ? 1 : info->ne[0];
     const int64_t rows = row_len == 0 ? 0 : info->num_elements() / row_len;
     const uint64_t row_bytes = GgmlRowBytes(info->type, row_len);
-    at::Tensor out = at::empty(shape, at::TensorOptions().dtype(at::kFloat));
-    float* dst = out.data_ptr<float>();
+    // Dequantised from the file on the CPU; Finish() moves it to the device.
+    at::Tensor out = at::empty(shape, at::TensorOptions().dtype(at::kFloat));  // host: file data
+    float* dst = out.data_ptr<float>();  // host: just created on the CPU
     const uint8_t* src = info->data;
     const GgmlType type = info->type;
     // Aim for ~64K elements per task so small tensors stay on one thread.
@@ -143,10 +144,10 @@ class HfLoader {
     const uint64_t elem = static_cast<uint64_t>(SafetensorsDtypeSize(t.dtype));
     if (reinterpret_cast<uintptr_t>(t.data) % elem == 0) {
       // Read-only mapping: from_blob only views it; the copy below never writes to it.
-      src = at::from_blob(const_cast<uint8_t*>(t.data), shape, opts);
+      src = at::from_blob(const_cast<uint8_t*>(t.data), shape, opts);  // host: the file mapping
     } else {
       src = at::empty(shape, opts);
-      std::memcpy(src.data_ptr(), t.data, t.nbytes());
+      std::memcpy(src.data_ptr(), t.data, t.nbytes());  // host: just created on the CPU
     }
     // copy=true: the result never aliases the mapping, even when the dtype already matches.
     at::Tensor out = src.to(dtype, /*non_blocking=*/false, /*copy=*/true);
@@ -258,6 +259,49 @@ ModelWeights LoadWeightsFromHfDir(const std::string& dir, const LoadOptions& opt
                ": config.json has tie_word_embeddings false but there is no lm_head.weight");
     w.lm_head = load.Matrix("lm_head.weight", c.vocab_size, h);
   }
+  return w;
+}
+
+int64_t QuantizedWeights::Bytes() const {
+  int64_t total = lm_head.nbytes();
+  for (const QuantizedLayer& l : layers) {
+    total += l.qkv.nbytes() + l.wo.nbytes() + l.gate_up.nbytes() + l.w_down.nbytes();
+  }
+  return total;
+}
+
+QuantizedWeights LoadQuantizedWeights(const std::string& gguf_path) {
+  std::unique_ptr<GgufFile> file = GgufFile::Open(gguf_path);
+  const ModelConfig c = ModelConfig::FromGguf(*file);
+  auto matrix = [&](const std::string& name, int64_t rows, int64_t cols) {
+    const GgufTensorInfo* info = file->FindTensor(name);
+    SIFT_CHECK(info != nullptr, gguf_path, ": missing tensor '", name, "'");
+    QuantizedMatrix m = QuantizedMatrix::FromGguf(*info);
+    SIFT_CHECK(m.rows() == rows && m.cols() == cols, gguf_path, ": tensor '", name, "' is ",
+               m.rows(), " x ", m.cols(), ", expected ", rows, " x ", cols);
+    return m;
+  };
+  // llama.cpp's converter permutes q/k rows for the llama architecture only (see GgufLoader).
+  const bool permuted = c.architecture != "qwen2";
+  auto qk = [&](const std::string& name, int64_t heads) {
+    QuantizedMatrix m = matrix(name, heads * c.head_dim, c.hidden_size);
+    return permuted ? m.PermuteRows(LlamaQkRowOrder(heads, c.head_dim)) : m;
+  };
+  const int64_t h = c.hidden_size, kv = c.num_kv_heads * c.head_dim;
+  QuantizedWeights w;
+  w.layers.resize(static_cast<size_t>(c.num_layers));
+  for (int64_t i = 0; i < c.num_layers; ++i) {
+    QuantizedLayer& l = w.layers[static_cast<size_t>(i)];
+    const std::string p = "blk." + std::to_string(i) + ".";
+    l.qkv = QuantizedMatrix::ConcatRows({qk(p + "attn_q.weight", c.num_heads),
+                                         qk(p + "attn_k.weight", c.num_kv_heads),
+                                         matrix(p + "attn_v.weight", kv, h)});
+    l.wo = matrix(p + "attn_output.weight", h, c.num_heads * c.head_dim);
+    l.gate_up = QuantizedMatrix::ConcatRows({matrix(p + "ffn_gate.weight", c.intermediate_size, h),
+                                             matrix(p + "ffn_up.weight", c.intermediate_size, h)});
+    l.w_down = matrix(p + "ffn_down.weight", h, c.intermediate_size);
+  }
+  w.lm_head = matrix(c.tied_embeddings ? "token_embd.weight" : "output.weight", c.vocab_size, h);
   return w;
 }
 

@@ -1,0 +1,179 @@
+// The CPU attention kernel against the dense reference, at every instruction-set level this
+// machine has: the shapes the engine uses (head dim 64 and 128, GQA), prefill blocks, decode
+// with the keys split between threads, chunked prefill after a cached prefix, Λ masks, caches
+// compressed per head, bf16 and mixed dtypes, strided cache views, and a query that sees nothing.
+#include "cpu/flash_attention.h"
+
+#include <gtest/gtest.h>
+
+#include <ATen/Parallel.h>
+
+#include <limits>
+#include <string>
+
+#include "sift/attention.h"
+
+namespace sift {
+namespace {
+
+struct Case {
+  at::Tensor q, k, v, q_pos, k_pos;
+  AttentionOptions options;
+};
+
+// nq queries at the end of nk keys (positions 0..nk-1).
+Case MakeCase(int64_t nq, int64_t nk, int64_t hq, int64_t hkv, int64_t hd, uint64_t seed) {
+  at::manual_seed(seed);
+  Case c;
+  c.q = at::randn({nq, hq, hd});
+  c.k = at::randn({hkv, nk, hd});
+  c.v = at::randn({hkv, nk, hd});
+  c.k_pos = at::arange(nk, at::kLong);
+  c.q_pos = at::arange(nk - nq, nk, at::kLong);
+  return c;
+}
+
+double MaxError(const Case& c, at::ScalarType q_type, at::ScalarType kv_type) {
+  AttentionOptions torch_options = c.options;
+  torch_options.kernel = AttentionKernel::kTorch;
+  const at::Tensor ref = AttentionReference(c.q, c.k, c.v, c.q_pos, c.k_pos, c.options);
+  const at::Tensor out = Attention(c.q.to(q_type), c.k.to(kv_type), c.v.to(kv_type), c.q_pos,
+                                   c.k_pos, c.options);
+  EXPECT_EQ(out.scalar_type(), q_type);
+  EXPECT_EQ(out.sizes(), ref.sizes());
+  return (out.to(at::kFloat) - ref).abs().max().item<double>();
+}
+
+TEST(FlashAttentionTest, PrefillMatchesDenseFp32) {
+  for (int64_t hd : {64, 128}) {
+    for (int64_t n : {1, 17, 64, 200, 333}) {
+      Case c = MakeCase(n, n, 9, 3, hd, 1 + n);
+      EXPECT_LT(MaxError(c, at::kFloat, at::kFloat), 2e-5) << "hd " << hd << " n " << n;
+    }
+  }
+}
+
+TEST(FlashAttentionTest, DecodeSplitsKeysAcrossThreadsAndMerges) {
+  // One query over many keys: the kernel splits each KV head's keys into slices.
+  at::set_num_threads(4);
+  for (int64_t nk : {1, 63, 64, 65, 1000, 4097}) {
+    Case c = MakeCase(1, nk, 14, 2, 64, 7 + nk);
+    EXPECT_LT(MaxError(c, at::kFloat, at::kFloat), 2e-5) << "nk " << nk;
+  }
+}
+
+TEST(FlashAttentionTest, ChunkAfterCachedPrefix) {
+  Case c = MakeCase(40, 300, 9, 3, 64, 3);
+  EXPECT_LT(MaxError(c, at::kFloat, at::kFloat), 2e-5);
+}
+
+TEST(FlashAttentionTest, LambdaMaskMatchesDenseAndMatters) {
+  Case c = MakeCase(300, 300, 9, 3, 64, 4);
+  c.options.sink = 4;
+  c.options.window = 70;
+  EXPECT_LT(MaxError(c, at::kFloat, at::kFloat), 2e-5);
+  // The mask changes the result, so the comparison above is not vacuous.
+  const at::Tensor masked = Attention(c.q, c.k, c.v, c.q_pos, c.k_pos, c.options);
+  const at::Tensor causal = Attention(c.q, c.k, c.v, c.q_pos, c.k_pos, {});
+  EXPECT_GT((masked - causal).abs().max().item<double>(), 1e-2);
+}
+
+TEST(FlashAttentionTest, CompressedCacheWithPerHeadPositions) {
+  // Each KV head keeps a different sorted subset of 500 positions; queries continue after them.
+  Case c = MakeCase(3, 120, 6, 2, 64, 5);
+  at::Tensor p0 = std::get<0>(at::randperm(500).narrow(0, 0, 120).sort());
+  at::Tensor p1 = std::get<0>(at::randperm(500).narrow(0, 0, 120).sort());
+  c.k_pos = at::stack({p0, p1});
+  c.q_pos = at::tensor({500, 501, 502}, at::kLong);
+  EXPECT_LT(MaxError(c, at::kFloat, at::kFloat), 2e-5);
+  // Queries inside the cached range see only the keys at or before their position.
+  c.q_pos = at::tensor({100, 250, 499}, at::kLong);
+  EXPECT_LT(MaxError(c, at::kFloat, at::kFloat), 2e-5);
+}
+
+TEST(FlashAttentionTest, Bf16AndMixedDtypes) {
+  Case c = MakeCase(130, 130, 9, 3, 64, 6);
+  // bf16 inputs are rounded (8 mantissa bits) before the kernel sees them; the kernel itself
+  // computes in fp32, so the error is the inputs' rounding, not the kernel's.
+  EXPECT_LT(MaxError(c, at::kBFloat16, at::kBFloat16), 0.05);
+  EXPECT_LT(MaxError(c, at::kFloat, at::kBFloat16), 0.05);
+}
+
+TEST(FlashAttentionTest, StridedCacheViews) {
+  // The KV cache hands out views [Hkv, size, hd] of [Hkv, capacity, hd] storage.
+  Case c = MakeCase(20, 100, 9, 3, 64, 8);
+  at::Tensor kstore = at::randn({3, 160, 64}), vstore = at::randn({3, 160, 64});
+  kstore.narrow(1, 0, 100).copy_(c.k);
+  vstore.narrow(1, 0, 100).copy_(c.v);
+  const at::Tensor ref = AttentionReference(c.q, c.k, c.v, c.q_pos, c.k_pos, {});
+  const at::Tensor out =
+      Attention(c.q, kstore.narrow(1, 0, 100), vstore.narrow(1, 0, 100), c.q_pos, c.k_pos, {});
+  EXPECT_LT((out - ref).abs().max().item<double>(), 2e-5);
+}
+
+TEST(FlashAttentionTest, StatisticsStillMatchWhenTheKernelRuns) {
+  Case c = MakeCase(90, 90, 9, 3, 64, 9);
+  AttentionStatsRequest r;
+  r.window = 11;
+  r.last_query = true;
+  r.max_from_query = 70;
+  AttentionStats fast, ref;
+  Attention(c.q, c.k, c.v, c.q_pos, c.k_pos, {}, r, &fast);
+  AttentionOptions torch_options;
+  torch_options.kernel = AttentionKernel::kTorch;
+  Attention(c.q, c.k, c.v, c.q_pos, c.k_pos, torch_options, r, &ref);
+  EXPECT_LT((fast.window_sum - ref.window_sum).abs().max().item<double>(), 1e-5);
+  EXPECT_LT((fast.last_query - ref.last_query).abs().max().item<double>(), 1e-6);
+  EXPECT_LT((fast.max_prob - ref.max_prob).abs().max().item<double>(), 1e-6);
+}
+
+TEST(FlashAttentionTest, QueryThatSeesNoKeyIsAnError) {
+  Case c = MakeCase(1, 10, 9, 3, 64, 10);
+  c.k_pos = at::arange(100, 110, at::kLong);  // every key after the query
+  c.q_pos = at::tensor({5}, at::kLong);
+  EXPECT_THROW(Attention(c.q, c.k, c.v, c.q_pos, c.k_pos, {}), std::exception);
+}
+
+TEST(FlashAttentionTest, EveryInstructionSetLevelAgrees) {
+  // Direct calls of each variant this CPU can run, on a decode and a prefill case.
+  const int best = static_cast<int>(DetectedCpuIsa());
+  for (int variant = 0; variant <= best + 1; ++variant) {
+    // The last variant is AVX-512 with bf16 dot products (where the CPU has them).
+    const int isa = std::min(variant, best);
+    const bool dot = variant > best;
+    if (dot && best != static_cast<int>(CpuIsa::kAvx512)) continue;
+    for (auto [nq, nk] : {std::pair<int64_t, int64_t>{1, 700}, {150, 150}, {7, 300}, {33, 129}}) {
+      Case c = MakeCase(nq, nk, 9, 3, 64, 11 + nq);
+      at::Tensor q = c.q.to(at::kBFloat16), k = c.k.to(at::kBFloat16), v = c.v.to(at::kBFloat16);
+      at::Tensor out = at::empty_like(q);
+      cpu::FlashAttentionArgs a;
+      a.q = q.data_ptr();
+      a.q_type = cpu::ElemType::kBF16;
+      a.q_stride_row = q.stride(0);
+      a.q_stride_head = q.stride(1);
+      a.k = k.data_ptr();
+      a.v = v.data_ptr();
+      a.kv_type = cpu::ElemType::kBF16;
+      a.k_stride_head = a.v_stride_head = k.stride(0);
+      a.k_stride_row = a.v_stride_row = k.stride(1);
+      a.q_pos = c.q_pos.data_ptr<int64_t>();
+      a.k_pos = c.k_pos.data_ptr<int64_t>();
+      a.out = out.data_ptr();
+      a.out_stride_row = out.stride(0);
+      a.out_stride_head = out.stride(1);
+      a.nq = nq;
+      a.nk = nk;
+      a.hq = 9;
+      a.hkv = 3;
+      a.hd = 64;
+      a.scale = 0.125f;
+      cpu::FlashAttention(a, static_cast<CpuIsa>(isa), dot);
+      const at::Tensor ref = AttentionReference(q, k, v, c.q_pos, c.k_pos, {});
+      EXPECT_LT((out.to(at::kFloat) - ref.to(at::kFloat)).abs().max().item<double>(), 0.02)
+          << CpuIsaName(static_cast<CpuIsa>(isa)) << (dot ? "+bf16dot" : "") << " nq " << nq;
+    }
+  }
+}
+
+}  // namespace
+}  // namespace sift
