@@ -5,6 +5,7 @@
 #include <set>
 #include <sstream>
 
+#include "daemon/toml_json.h"
 #include "sift/error.h"
 
 namespace sift::daemon {
@@ -51,24 +52,6 @@ std::string OptionalString(const std::string& file, const toml::table& table, co
   return node->as_string()->get();
 }
 
-json ToJson(const std::string& file, const toml::node& node, const std::string& key) {
-  if (auto v = node.as_integer()) return v->get();
-  if (auto v = node.as_floating_point()) return v->get();
-  if (auto v = node.as_boolean()) return v->get();
-  if (auto v = node.as_string()) return v->get();
-  if (auto a = node.as_array()) {
-    json out = json::array();
-    for (const toml::node& e : *a) out.push_back(ToJson(file, e, key));
-    return out;
-  }
-  if (auto t = node.as_table()) {
-    json out = json::object();
-    for (auto&& [k, v] : *t) out[std::string(k.str())] = ToJson(file, v, key);
-    return out;
-  }
-  Fail(At(file, node), "parameter '" + key + "': dates and times are not supported");
-}
-
 StageConfig ParseStage(const std::string& file, const toml::table& t, size_t index) {
   StageConfig s;
   s.where = At(file, t);
@@ -101,7 +84,7 @@ StageConfig ParseStage(const std::string& file, const toml::table& t, size_t ind
     if (table == nullptr) Fail(At(file, *params), in_stage + "key 'params' must be a table");
     for (auto&& [key, value] : *table) {
       const std::string k(key.str());
-      s.params.Set(k, ToJson(file, value, k), At(file, value));
+      s.params.Set(k, TomlToJson(file, value, k), At(file, value));
     }
   }
   return s;
@@ -116,6 +99,7 @@ PipelineConfig Parse(const toml::table& root, const std::string& file) {
     Fail(At(file, *root.get("name")), "key 'name' must be [A-Za-z0-9_.-]+");
   }
   config.description = OptionalString(file, root, "description", "", "");
+  config.model_defaults = LoadModelDefaults(ModelDefaultsDir(file));
   config.model = OptionalString(file, root, "model", "default", "");
   if (config.model != "default") {
     Fail(At(file, *root.get("model")),
@@ -211,6 +195,14 @@ std::vector<ResolvedStage> ValidatePipeline(const PipelineConfig& config, const 
     }
     resolved.push_back(ResolvedStage{stage, it->second});
     kinds.push_back(it->second->kind());
+  }
+  // The loaded model's defaults (model_defaults.h) fill the keys the file does not set; they
+  // become part of the stage's parameters, so remote hops carry them too.
+  if (const ModelDefaults* defaults =
+          model != nullptr ? MatchModelDefaults(config.model_defaults, model->config()) : nullptr) {
+    for (ResolvedStage& stage : resolved) {
+      ApplyModelDefaults(*defaults, stage.config.plugin, &stage.config.params);
+    }
   }
   for (size_t i = 0; i < kinds.size(); ++i) {
     const std::string problem = OrderProblem(kinds, i);

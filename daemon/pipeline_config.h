@@ -22,6 +22,9 @@
 // Every error names the place: "pipelines/x.toml:12: stage 'select': unknown plugin 'snapk'
 // (known: ...)"; parameter errors come from StageParams with the key's own line.
 //
+// Per-model defaults (model_defaults.h): parsing also reads <folder of the file>/models/*.toml;
+// validation with a model fills each stage's unset keys from the file matching that model.
+//
 // THREADING: pure functions. ERRORS: throw sift::Error.
 #ifndef SIFT_DAEMON_PIPELINE_CONFIG_H_
 #define SIFT_DAEMON_PIPELINE_CONFIG_H_
@@ -31,6 +34,7 @@
 #include <string>
 #include <vector>
 
+#include "daemon/model_defaults.h"
 #include "daemon/plugin_loader.h"
 #include "sift/stage_params.h"
 
@@ -50,6 +54,7 @@ struct PipelineConfig {
   std::string description;
   std::string model = "default";
   std::vector<StageConfig> stages;
+  std::vector<ModelDefaults> model_defaults;  // every file in <folder of `file`>/models
 };
 
 PipelineConfig ParsePipelineFile(const std::string& path);
@@ -64,7 +69,7 @@ struct ResolvedStage {
 using PluginMap = std::map<std::string, std::shared_ptr<const Plugin>>;
 
 // Checks plugins, kind order and (when `model` is not null) parameters; returns the stages
-// bound to their plugins.
+// bound to their plugins, with the model's defaults applied when `model` is not null.
 std::vector<ResolvedStage> ValidatePipeline(const PipelineConfig& config, const PluginMap& plugins,
                                             const Model* model);
 

@@ -153,6 +153,10 @@ step_build() {
 calibrate_model() {
   local model="$MODEL_DIR/$(model_file "$1")"
   local proxy="${model%.gguf}.spts.bin"
+  # Proxy size per model, by docs/methods/spts.md's rule: D_low = FFN / 6, r = hidden / 9
+  # (rounded to multiples of 64 and 32). smollm2 (FFN 1536, hidden 576): the tool's 256 / 64.
+  local size=()
+  [[ "$1" == qwen ]] && size=(--d-low 832 --rank 96)  # FFN 4864, hidden 896
   if [[ -s "$proxy" ]]; then
     log "spts proxies: $proxy present"
     return
@@ -161,7 +165,7 @@ calibrate_model() {
   [[ -d "$text" ]] || text="$ROOT/docs"
   log "spts proxies: calibrating $(basename "$model") from $text (a minute or more)"
   OMP_WAIT_POLICY=PASSIVE OPENBLAS_THREAD_TIMEOUT=4 "$BUILD_DIR/bin/sift-spts-calibrate" \
-    --model "$model" --text "$text" --out "$proxy.part" >&2
+    --model "$model" --text "$text" --out "$proxy.part" "${size[@]}" >&2
   mv "$proxy.part" "$proxy"
 }
 
