@@ -261,11 +261,11 @@ TEST(ModelDefaultsReloadTest, ChangedDefaultsApplyAfterARescan) {
   sift::testing::TempDir pipelines;
   fs::create_directories(pipelines.File("models"));
   fs::copy_file(kPipelines + "/recent.toml", pipelines.File("recent.toml"));
-  // recent.toml sets keep = 256 itself; drop it so that the model file decides.
+  // recent.toml sets keep = 256 itself; drop that line so that the model file decides.
   {
     std::ifstream in(pipelines.File("recent.toml"));
     std::string text((std::istreambuf_iterator<char>(in)), {});
-    const size_t at = text.find("keep = 256");
+    const size_t at = text.find("params = { keep = 256 }");
     ASSERT_NE(at, std::string::npos) << text;
     text.erase(at, text.find('\n', at) - at);
     std::ofstream(pipelines.File("recent.toml")) << text;
