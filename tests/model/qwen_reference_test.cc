@@ -188,7 +188,13 @@ TEST_P(QwenModelTest, LastPositionLogitsMatchTransformers) {
   EXPECT_EQ(checked, 4);  // raw_short, chat_short, essay_1024, essay_4096
 }
 
+// A 16K fp32 forward: 6.3 min wall on the shared 2-core machine (load 8), the rest of this file
+// 1.5 min; opt-in so that CI, which fetches Qwen, stays within its time budget.
 TEST(QwenLongContextTest, LogitsAt16KMatchTransformers) {
+  const char* long_tests = std::getenv("SIFT_LONG_TESTS");
+  if (long_tests == nullptr || std::string(long_tests) != "1") {
+    GTEST_SKIP() << "the 16K forward takes minutes; run it with SIFT_LONG_TESTS=1";
+  }
   const auto model = LoadModel(at::kFloat);
   if (!model) GTEST_SKIP() << kSkip;
   const nlohmann::json fx = Fixture("logits.json");
