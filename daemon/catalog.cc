@@ -16,6 +16,7 @@
 #include "daemon/pipeline_config.h"
 #include "daemon/pipeline_runner.h"
 #include "daemon/plugin_loader.h"
+#include "daemon/plugin_preflight.h"
 #include "sift/error.h"
 
 namespace sift::daemon {
@@ -220,29 +221,64 @@ class CatalogImpl : public Catalog {
         ++it;
       }
     }
+    // 1. Stage a private copy of every new or changed file.
+    std::vector<StagedFile> staged;
     for (const std::string& file : files) {
       PluginEntry& entry = plugins_[file];
       FileStamp stamp;
       if (!Stamp(file, &stamp) || (!entry.hash.empty() && stamp == entry.stamp)) continue;
-      entry.stamp = stamp;
-      std::string hash;
-      try {
-        hash = HashFile(file);
-      } catch (const std::exception& e) {
-        continue;  // vanished or unreadable mid-scan; the next scan sees it again
+      StagedFile copy = loader_.Stage(file);
+      if (!copy.error.empty() || copy.hash == entry.hash) {
+        // Vanished or unreadable mid-scan (the next scan sees it again), or touched with the
+        // same bytes.
+        loader_.Discard(copy);
+        if (copy.error.empty()) entry.stamp = stamp;
+        continue;
       }
-      if (hash == entry.hash) continue;  // touched, same bytes
-      entry.hash = hash;
+      entry.stamp = stamp;
+      entry.hash = copy.hash;
       changed = true;
       if (entry.generations >= kMaxGenerationsPerFile) {
+        loader_.Discard(copy);
         entry.error = file + ": not loaded: " + std::to_string(kMaxGenerationsPerFile) +
                       " versions of this file were loaded already and libraries are never "
                       "unloaded; restart siftd to load more";
         Log("error", {{"event", "plugin_rejected"}, {"file", file}}, summary, entry.error);
         continue;
       }
-      ++entry.generations;
-      LoadOutcome outcome = loader_.Load(file, model_.get());
+      staged.push_back(std::move(copy));
+    }
+    // 2. Pre-flight them out of process (plugin_preflight.h): a file that crashes, aborts or
+    // hangs while loading is refused without ever being mapped into this process.
+    std::vector<std::string> paths;
+    for (const StagedFile& copy : staged) paths.push_back(copy.staged);
+    const std::vector<PreflightResult> verdicts = RunPreflight(paths, options_.preflight);
+    // 3. Load the files that passed.
+    for (size_t i = 0; i < staged.size(); ++i) {
+      const StagedFile& copy = staged[i];
+      const std::string& file = copy.source;
+      const std::string& hash = copy.hash;
+      PluginEntry& entry = plugins_[file];
+      LoadOutcome outcome;
+      if (!verdicts[i].ok) {
+        loader_.Discard(copy);
+        // The pre-flight names the staged copy; the operator knows the file.
+        std::string error = verdicts[i].error;
+        for (size_t at; (at = error.find(copy.staged)) != std::string::npos;) {
+          error.replace(at, copy.staged.size(), file);
+        }
+        if (verdicts[i].not_judged) {
+          entry.hash.clear();  // no verdict: try this file again on the next scan
+          entry.stamp = FileStamp();
+        }
+        outcome.error = error;
+      } else if (!CheckPluginName(file, verdicts[i].name).empty() && !verdicts[i].name.empty()) {
+        loader_.Discard(copy);  // never mapped here: the pre-flight read the name
+        outcome.error = file + ": " + CheckPluginName(file, verdicts[i].name);
+      } else {
+        ++entry.generations;
+        outcome = loader_.LoadStaged(copy, model_.get());
+      }
       if (outcome.plugin != nullptr) {
         entry.serving = outcome.plugin;
         entry.error.clear();

@@ -1,7 +1,9 @@
 // Catalog: the plugins and pipelines siftd serves, hot-reloadable.
 //
-// The catalog scans a plugins folder (*.so) and a pipelines folder (*.toml). Each plugin file is
-// copied to a unique path, loaded, checked (ABI version, build info) and registered by name;
+// The catalog scans a plugins folder (*.so) and a pipelines folder (*.toml). Each new or changed
+// plugin file is copied to a unique path, checked in a child process first (pre-flight,
+// plugin_preflight.h; when configured), then loaded, checked (ABI version, build info, its name
+// equals its file's stem) and registered by name;
 // each pipeline file is parsed and validated against the registered plugins. The result is an
 // immutable CatalogSnapshot published atomically: a request takes a snapshot when it is accepted
 // and finishes on it even if a rescan publishes a newer one meanwhile (the snapshot keeps the
@@ -28,6 +30,7 @@
 #include <string>
 #include <vector>
 
+#include "daemon/plugin_preflight.h"
 #include "sift/model.h"
 #include "sift/request_state.h"
 #include "sift/stage.h"
@@ -87,6 +90,7 @@ struct CatalogOptions {
   // One call per event (level "info", "warn" or "error"; fields include "event" and a
   // human "message"); null = the daemon's structured log (daemon/log.h).
   std::function<void(const std::string& level, const nlohmann::json& fields)> log;
+  PreflightOptions preflight;  // out-of-process check before loading; empty command = none
 };
 
 class Catalog {

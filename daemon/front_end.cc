@@ -1,12 +1,15 @@
 #include "daemon/front_end.h"
 
 #include <fcntl.h>
+#include <malloc.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <algorithm>
 #include <cctype>
 #include <cerrno>
 #include <cmath>
+#include <cstring>
 #include <zmq_addon.hpp>
 
 #include "daemon/log.h"
@@ -21,6 +24,14 @@ constexpr int kMaxFrames = 64;
 constexpr int kRecvBatch = 256;
 constexpr int kDrainGraceMs = 5000;  // after drain_timeout_ms, for cancelled work to report
 constexpr int kSummaryMs = 10000;    // a "summary" log line this often, when there was traffic
+// Messages at least this large make the I/O thread return freed memory to the system
+// (malloc_trim) soon after, at most once per kTrimIntervalMs.
+constexpr size_t kTrimThresholdBytes = size_t{1} << 20;
+constexpr int kTrimIntervalMs = 200;
+// Routing ids of closed connections remembered (to refuse them when presented again). Older
+// ones are forgotten: their requests were cancelled when they closed, so nothing is left to
+// take, and a connection presenting one is then served as a new client.
+constexpr size_t kMaxRetiredIds = 65536;
 
 std::string Hex(const std::string& bytes) {
   static const char* kDigits = "0123456789abcdef";
@@ -101,8 +112,17 @@ FrontEnd::~FrontEnd() {
                            "sift_requests_live", "sift_draining"}) {
     metrics_.DeclareGauge(name, "Detached (front end stopped).");
   }
+  if (monitor_) monitor_.close();
   if (router_) router_.close();
   if (zap_) zap_.close();
+  // ZeroMQ leaves the socket files of ipc:// endpoints behind; remove the ones this front end
+  // created (unless something else has been bound at that path since).
+  for (const IpcFile& f : ipc_files_) {
+    struct stat now;
+    if (::lstat(f.path.c_str(), &now) == 0 && now.st_dev == f.dev && now.st_ino == f.ino) {
+      ::unlink(f.path.c_str());
+    }
+  }
   for (int fd : wake_pipe_) {
     if (fd >= 0) ::close(fd);
   }
@@ -129,6 +149,17 @@ Status FrontEnd::Start() {
     }
     router_ = zmq::socket_t(context_, zmq::socket_type::router);
     router_.set(zmq::sockopt::router_mandatory, 1);
+    // Closed connections, by file descriptor (see "Connection identity" in the header).
+    static std::atomic<int> monitors{0};
+    const std::string monitor_endpoint =
+        "inproc://siftd-front-monitor-" + std::to_string(monitors++);
+    if (zmq_socket_monitor(router_.handle(), monitor_endpoint.c_str(),
+                           ZMQ_EVENT_ACCEPTED | ZMQ_EVENT_DISCONNECTED) != 0) {
+      throw zmq::error_t();
+    }
+    monitor_ = zmq::socket_t(context_, zmq::socket_type::pair);
+    monitor_.set(zmq::sockopt::linger, 0);
+    monitor_.connect(monitor_endpoint);
     router_.set(zmq::sockopt::sndhwm, options_.hwm);
     router_.set(zmq::sockopt::rcvhwm, options_.hwm);
     router_.set(zmq::sockopt::linger, options_.linger_ms);
@@ -148,6 +179,12 @@ Status FrontEnd::Start() {
     for (const std::string& endpoint : options_.endpoints) {
       router_.bind(endpoint);
       bound_.push_back(router_.get(zmq::sockopt::last_endpoint));
+      struct stat st;
+      const std::string& path = bound_.back();
+      if (path.rfind("ipc://", 0) == 0 && path.size() > 6 && path[6] != '@' &&
+          ::lstat(path.c_str() + 6, &st) == 0) {
+        ipc_files_.push_back({path.substr(6), st.st_dev, st.st_ino});
+      }
     }
   } catch (const zmq::error_t& e) {
     return Status(
@@ -214,6 +251,7 @@ void FrontEnd::IoLoop() {
     std::vector<zmq::pollitem_t> items = {
         {router_.handle(), 0, ZMQ_POLLIN, 0},
         {nullptr, wake_pipe_[0], ZMQ_POLLIN, 0},
+        {monitor_.handle(), 0, ZMQ_POLLIN, 0},
     };
     if (zap_) items.push_back({zap_.handle(), 0, ZMQ_POLLIN, 0});
     const int timeout_ms = backlog_.empty() ? kHousekeepingMs : 1;
@@ -228,6 +266,7 @@ void FrontEnd::IoLoop() {
       while (::read(wake_pipe_[0], buf, sizeof(buf)) > 0) {
       }
     }
+    PollConnectionEvents();
     ProcessOutbox();
     if (items[0].revents & ZMQ_POLLIN) {
       for (int i = 0; i < kRecvBatch; ++i) {
@@ -252,7 +291,7 @@ void FrontEnd::IoLoop() {
         }
       }
     }
-    if (zap_ && items.size() > 2 && (items[2].revents & ZMQ_POLLIN)) {
+    if (zap_ && items.size() > 3 && (items[3].revents & ZMQ_POLLIN)) {
       ServeZapRequest(zap_, options_.curve);
     }
     FlushBacklogs();
@@ -297,14 +336,12 @@ void FrontEnd::ProcessOutbox() {
     if (item.terminal) {
       RecordTerminal(request, item.header);
       auto it = live_.find(request.key);
-      if (it != live_.end() && it->second == item.request) {
-        live_.erase(it);
-        live_count_.store(static_cast<int64_t>(live_.size()));
-      }
+      if (it != live_.end() && it->second == item.request) EraseLive(request.key);
+      if (request.message_bytes >= kTrimThresholdBytes) trim_pending_ = true;
     }
     if (request.cause() == CancelCause::kClientGone) continue;  // nobody to tell
     request.last_sent = now;
-    Transmit(request.identity, item.header);
+    Transmit(request.identity, item.header, &request);
   }
 }
 
@@ -315,7 +352,47 @@ void FrontEnd::HandleMessage(std::vector<zmq::message_t>& frames, Clock::time_po
   Status status;
   size_t total = 0;
   for (const auto& f : frames) total += f.size();
-  if (frames.size() > kMaxFrames + 1) {
+  if (total >= kTrimThresholdBytes) trim_pending_ = true;
+  // The connection this came from (see "Connection identity" in the header). ZeroMQ's own
+  // routing ids are 0x00 + 4 bytes, never reused; any other id, or one that belonged to a
+  // connection that has closed or to another live connection, was chosen by the client.
+  const int fd = frames.size() > 1 ? zmq_msg_get(frames[1].handle(), ZMQ_SRCFD) : -1;
+  const char* declared = frames.size() > 1 ? zmq_msg_gets(frames[1].handle(), "Identity") : nullptr;
+  PollConnectionEvents();
+  bool chosen = (declared != nullptr && *declared != '\0') || identity.size() != 5 ||
+                identity[0] != '\0' || retired_.count(identity) > 0;
+  if (!chosen && fd >= 0) {
+    auto known = peer_fd_.find(identity);
+    if (known != peer_fd_.end() && known->second != fd) {
+      // Its first connection must have closed (the event may still be queued).
+      fd_peer_.erase(known->second);
+      peer_fd_.erase(known);
+      Retire(identity);
+      ClientGone(identity, "replaced");
+      chosen = true;
+    } else {
+      auto stale = fd_peer_.find(fd);
+      if (stale != fd_peer_.end() && stale->second != identity) {
+        const std::string previous = stale->second;  // that descriptor's earlier connection
+        fd_peer_.erase(stale);
+        peer_fd_.erase(previous);
+        Retire(previous);
+        ClientGone(previous, "disconnected");
+      }
+      peer_fd_[identity] = fd;
+      fd_peer_[fd] = identity;
+    }
+  }
+  if (chosen) {
+    status = Status(StatusCode::kInvalidArgument, "routing_id_not_allowed",
+                    "this connection set its own ZeroMQ routing id (ZMQ_ROUTING_ID); siftd "
+                    "assigns every connection its own; do not set one");
+    if (frames.size() >= 3) {
+      message.has_id =
+          ExtractId(std::string_view(static_cast<const char*>(frames[2].data()), frames[2].size()),
+                    &message.id);
+    }
+  } else if (frames.size() > kMaxFrames + 1) {
     status = Status(StatusCode::kInvalidArgument, "bad_frames",
                     "at most " + std::to_string(kMaxFrames) + " frames per message");
   } else if (static_cast<int64_t>(total) > options_.max_message_bytes) {
@@ -332,7 +409,7 @@ void FrontEnd::HandleMessage(std::vector<zmq::message_t>& frames, Clock::time_po
     for (size_t i = 1; i < frames.size(); ++i) {
       views.emplace_back(static_cast<const char*>(frames[i].data()), frames[i].size());
     }
-    status = ParseClientMessage(views, &message);
+    status = ParseClientMessage(views, &message, options_.header_limits);
   }
   if (!status.ok()) {
     metrics_.Add("sift_protocol_errors_total", {{"reason", status.reason()}});
@@ -346,7 +423,7 @@ void FrontEnd::HandleMessage(std::vector<zmq::message_t>& frames, Clock::time_po
   metrics_.Add("sift_messages_total", {{"type", MessageTypeName(message.type)}});
   switch (message.type) {
     case MessageType::kGenerate:
-      HandleGenerate(identity, message, received);
+      HandleGenerate(identity, message, received, total);
       return;
     case MessageType::kCancel:
       HandleCancel(identity, message);
@@ -379,7 +456,7 @@ void FrontEnd::HandleMessage(std::vector<zmq::message_t>& frames, Clock::time_po
 }
 
 void FrontEnd::HandleGenerate(const std::string& identity, ClientMessage& message,
-                              Clock::time_point received) {
+                              Clock::time_point received, size_t message_bytes) {
   GenerateRequest& g = message.generate;
   if (draining_.load()) {
     metrics_.Add("sift_admission_rejections_total", {{"reason", "shutting_down"}});
@@ -411,8 +488,23 @@ void FrontEnd::HandleGenerate(const std::string& identity, ClientMessage& messag
            {{"pipeline", g.pipeline}});
     return;
   }
+  if (options_.max_client_inflight > 0) {
+    auto inflight = inflight_.find(identity);
+    if (inflight != inflight_.end() && inflight->second >= options_.max_client_inflight) {
+      metrics_.Add("sift_admission_rejections_total", {{"reason", "client_inflight_limit"}});
+      Reject(identity, message,
+             Status(StatusCode::kResourceExhausted, "client_inflight_limit",
+                    "this connection already has " + std::to_string(inflight->second) +
+                        " requests in flight (the limit per connection is " +
+                        std::to_string(options_.max_client_inflight) +
+                        "); wait for a terminal message before sending more"),
+             {{"max_client_inflight", options_.max_client_inflight}}, RetryAfterMs());
+      return;
+    }
+  }
   auto request = std::make_shared<LiveRequest>();
   request->identity = identity;
+  request->message_bytes = message_bytes;
   request->key = key;
   request->pipeline = std::move(pipeline);
   request->catalog_generation = generation;
@@ -424,12 +516,10 @@ void FrontEnd::HandleGenerate(const std::string& identity, ClientMessage& messag
   const std::string id = request->request.id;
   const std::string pipeline_name = request->request.pipeline;
 
-  live_[key] = request;
-  live_count_.store(static_cast<int64_t>(live_.size()));
+  AddLive(request);
   const int64_t position = scheduler_.Push(request);
   if (position == 0) {
-    live_.erase(key);
-    live_count_.store(static_cast<int64_t>(live_.size()));
+    EraseLive(key);
     metrics_.Add("sift_admission_rejections_total", {{"reason", "queue_full"}});
     metrics_.Add("sift_requests_total",
                  {{"pipeline", pipeline_name}, {"outcome", "resource_exhausted"}});
@@ -522,8 +612,10 @@ void FrontEnd::Housekeeping(Clock::time_point now) {
     request->last_sent = now;
     Transmit(request->identity,
              HeartbeatHeader(request->request.id, request->running.load() ? "running" : "queued",
-                             MsBetween(request->received, now), request->Progress()));
+                             MsBetween(request->received, now), request->Progress()),
+             request.get());
   }
+  MaybeTrim(now);
 }
 
 void FrontEnd::TerminateFromIo(const std::shared_ptr<LiveRequest>& request, const Status& status,
@@ -532,12 +624,10 @@ void FrontEnd::TerminateFromIo(const std::shared_ptr<LiveRequest>& request, cons
   json header = ErrorHeader(request->request.id, status, details);
   RecordTerminal(*request, header);
   auto it = live_.find(request->key);
-  if (it != live_.end() && it->second == request) {
-    live_.erase(it);
-    live_count_.store(static_cast<int64_t>(live_.size()));
-  }
+  if (it != live_.end() && it->second == request) EraseLive(request->key);
+  if (request->message_bytes >= kTrimThresholdBytes) trim_pending_ = true;
   if (request->cause() == CancelCause::kClientGone) return;
-  Transmit(request->identity, header);
+  Transmit(request->identity, header, request.get());
 }
 
 void FrontEnd::RecordTerminal(const LiveRequest& request, const json& header) {
@@ -614,7 +704,12 @@ int64_t FrontEnd::RetryAfterMs() const {
 
 // ---- sending ----
 
-void FrontEnd::Transmit(const std::string& identity, const json& header) {
+void FrontEnd::Transmit(const std::string& identity, const json& header,
+                        const LiveRequest* request) {
+  // A closed connection's routing id may be presented by a new peer: learn about closed
+  // connections right before sending, and never send to one.
+  PollConnectionEvents();
+  if (request != nullptr && request->cause() == CancelCause::kClientGone) return;
   std::string bytes = Serialize(header);
   auto it = backlog_.find(identity);
   if (it != backlog_.end()) {
@@ -653,6 +748,7 @@ FrontEnd::SendResult FrontEnd::TrySend(const std::string& identity, const std::s
 }
 
 void FrontEnd::FlushBacklogs() {
+  PollConnectionEvents();
   for (auto it = backlog_.begin(); it != backlog_.end();) {
     std::deque<std::string>& queue = it->second;
     SendResult result = SendResult::kSent;
@@ -688,6 +784,68 @@ void FrontEnd::ClientGone(const std::string& identity, const char* why) {
     }
     // Running requests stop at the stage's next Cancelled() check; their terminal is dropped.
   }
+}
+
+void FrontEnd::AddLive(const std::shared_ptr<LiveRequest>& request) {
+  live_[request->key] = request;
+  ++inflight_[request->identity];
+  live_count_.store(static_cast<int64_t>(live_.size()));
+}
+
+void FrontEnd::EraseLive(const std::string& key) {
+  auto it = live_.find(key);
+  if (it == live_.end()) return;
+  auto count = inflight_.find(it->second->identity);
+  if (count != inflight_.end() && --count->second <= 0) inflight_.erase(count);
+  live_.erase(it);
+  live_count_.store(static_cast<int64_t>(live_.size()));
+}
+
+void FrontEnd::PollConnectionEvents() {
+  if (!monitor_) return;
+  while (true) {
+    zmq::message_t event;
+    zmq::message_t address;
+    try {
+      if (!monitor_.recv(event, zmq::recv_flags::dontwait)) return;
+      if (event.more()) (void)monitor_.recv(address, zmq::recv_flags::none);
+    } catch (const zmq::error_t& e) {
+      if (e.num() == EINTR) continue;
+      LogError("monitor_failed", {{"error", e.what()}});
+      return;
+    }
+    if (event.size() < 6) continue;
+    uint16_t type = 0;
+    uint32_t value = 0;
+    std::memcpy(&type, event.data(), sizeof(type));
+    std::memcpy(&value, static_cast<const char*>(event.data()) + 2, sizeof(value));
+    // ACCEPTED on a descriptor still mapped means its previous connection closed unseen.
+    if (type != ZMQ_EVENT_DISCONNECTED && type != ZMQ_EVENT_ACCEPTED) continue;
+    auto it = fd_peer_.find(static_cast<int>(value));
+    if (it == fd_peer_.end()) continue;
+    const std::string identity = it->second;
+    fd_peer_.erase(it);
+    auto peer = peer_fd_.find(identity);
+    if (peer != peer_fd_.end() && peer->second == static_cast<int>(value)) peer_fd_.erase(peer);
+    Retire(identity);
+    ClientGone(identity, "disconnected");
+  }
+}
+
+void FrontEnd::Retire(const std::string& identity) {
+  if (!retired_.insert(identity).second) return;
+  retired_order_.push_back(identity);
+  while (retired_order_.size() > kMaxRetiredIds) {
+    retired_.erase(retired_order_.front());
+    retired_order_.pop_front();
+  }
+}
+
+void FrontEnd::MaybeTrim(Clock::time_point now) {
+  if (!trim_pending_ || now - last_trim_ < std::chrono::milliseconds(kTrimIntervalMs)) return;
+  trim_pending_ = false;
+  last_trim_ = now;
+  ::malloc_trim(0);
 }
 
 }  // namespace sift::daemon

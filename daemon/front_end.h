@@ -11,7 +11,18 @@
 // error (EHOSTUNREACH: its requests are cancelled) rather than a silent drop; finite SNDHWM /
 // RCVHWM; sends never block (a client that stops reading gets a bounded backlog, then is
 // treated as gone); LINGER set explicitly so shutdown neither hangs nor loses terminal
-// messages; ZMTP heartbeats detect dead TCP peers; an oversize message gets an error.
+// messages; ZMTP heartbeats detect dead TCP peers; an oversize message gets an error. The
+// socket files of ipc:// endpoints are removed when the front end is destroyed.
+//
+// Connection identity: requests belong to the connection that sent them, not merely to a
+// routing id. A socket monitor reports each closed connection (by file descriptor, matched to
+// the descriptor its messages arrived on: ZMQ_SRCFD), and its requests are cancelled before
+// anything else is sent, so a later peer presenting the same routing id never receives the
+// rest of another connection's stream. Clients may not choose their routing id: ZeroMQ's own
+// are 0x00 + 4 bytes and never reused, so a message whose routing id is anything else (or was
+// declared by the peer, or belonged to a connection that has closed or to another live one)
+// is refused with routing_id_not_allowed. (A peer presenting an id that a live connection
+// holds is not even attached by ZeroMQ until that connection closes.)
 //
 // Drain (SIGTERM): new generates get UNAVAILABLE / shutting_down; admitted requests (queued
 // and running) finish; after drain_timeout_ms the rest are cancelled with UNAVAILABLE. The
@@ -23,6 +34,8 @@
 #ifndef SIFT_DAEMON_FRONT_END_H_
 #define SIFT_DAEMON_FRONT_END_H_
 
+#include <sys/types.h>
+
 #include <atomic>
 #include <deque>
 #include <functional>
@@ -31,11 +44,13 @@
 #include <string>
 #include <thread>
 #include <unordered_map>
+#include <unordered_set>
 #include <vector>
 #include <zmq.hpp>
 
 #include "daemon/backend.h"
 #include "daemon/curve.h"
+#include "daemon/json_limits.h"
 #include "daemon/metrics.h"
 #include "daemon/scheduler.h"
 
@@ -49,6 +64,8 @@ struct FrontEndOptions {
   int hwm = 10000;                       // SNDHWM / RCVHWM per client pipe (messages)
   int linger_ms = 2000;                  // how long close waits to deliver final messages
   int64_t max_message_bytes = 64 << 20;  // larger: INVALID_ARGUMENT / message_too_large
+  JsonLimits header_limits;              // the header frame: size, depth, values (json_limits.h)
+  int64_t max_client_inflight = 32;      // admitted requests per connection; 0 = no limit
   int heartbeat_ms = 1000;               // application heartbeat when a request is quiet
   int zmq_heartbeat_ms = 5000;           // ZMTP PING interval (timeout = 3x)
   int drain_timeout_ms = 30000;
@@ -98,7 +115,7 @@ class FrontEnd final : public ReplySink {
   void ProcessOutbox();
   void HandleMessage(std::vector<zmq::message_t>& frames, Clock::time_point received);
   void HandleGenerate(const std::string& identity, ClientMessage& message,
-                      Clock::time_point received);
+                      Clock::time_point received, size_t message_bytes);
   void HandleCancel(const std::string& identity, const ClientMessage& message);
   void Housekeeping(Clock::time_point now);
   // Terminates a request the I/O thread owns (removed from the queue) with an error.
@@ -107,10 +124,20 @@ class FrontEnd final : public ReplySink {
   void RecordTerminal(const LiveRequest& request, const nlohmann::json& header);
   void Reject(const std::string& identity, const ClientMessage& message, const Status& status,
               const nlohmann::json& details = nullptr, int64_t retry_after_ms = -1);
-  void Transmit(const std::string& identity, const nlohmann::json& header);
+  // Sends (or backlogs) a header to a client; `request`, when given, is not sent for once its
+  // client is gone (checked after reading the connection events).
+  void Transmit(const std::string& identity, const nlohmann::json& header,
+                const LiveRequest* request = nullptr);
   SendResult TrySend(const std::string& identity, const std::string& bytes);
   void FlushBacklogs();
   void ClientGone(const std::string& identity, const char* why);
+  // Reads the socket monitor: connections that closed cancel their requests (I/O thread).
+  void PollConnectionEvents();
+  void Retire(const std::string& identity);  // a closed connection's routing id
+  void AddLive(const std::shared_ptr<LiveRequest>& request);
+  void EraseLive(const std::string& key);
+  // malloc_trim after large messages, at most every kTrimIntervalMs (I/O thread).
+  void MaybeTrim(Clock::time_point now);
   int64_t RetryAfterMs() const;
   bool DrainFinished() const;
 
@@ -119,10 +146,17 @@ class FrontEnd final : public ReplySink {
   Metrics& metrics_;
   Scheduler scheduler_;
   std::vector<std::string> bound_;
+  struct IpcFile {
+    std::string path;
+    dev_t dev;
+    ino_t ino;
+  };
+  std::vector<IpcFile> ipc_files_;  // socket files of bound ipc:// endpoints (removed at exit)
 
   zmq::context_t context_;
   zmq::socket_t router_;
   zmq::socket_t zap_;
+  zmq::socket_t monitor_;  // PAIR end of the ROUTER's socket monitor (disconnect events)
   std::thread io_thread_;
   std::function<void()> on_stopped_;
 
@@ -138,6 +172,13 @@ class FrontEnd final : public ReplySink {
   // ---- I/O thread only ----
   std::unordered_map<std::string, std::shared_ptr<LiveRequest>> live_;
   std::unordered_map<std::string, std::deque<std::string>> backlog_;
+  std::unordered_map<std::string, int64_t> inflight_;  // live requests per routing id
+  std::unordered_map<std::string, int> peer_fd_;       // routing id -> its connection's fd
+  std::unordered_map<int, std::string> fd_peer_;       // and back
+  std::unordered_set<std::string> retired_;            // routing ids of closed connections
+  std::deque<std::string> retired_order_;              // oldest first (bounded)
+  bool trim_pending_ = false;
+  Clock::time_point last_trim_{};
   Clock::time_point drain_deadline_;
   bool drain_started_ = false;
   bool drain_cancelled_ = false;

@@ -1,7 +1,10 @@
 #include "daemon/hop_client.h"
 
+#include <algorithm>
 #include <atomic>
 #include <chrono>
+#include <map>
+#include <mutex>
 #include <zmq_addon.hpp>
 
 namespace sift::daemon {
@@ -13,11 +16,83 @@ int64_t MsSince(Clock::time_point t) {
   return std::chrono::duration_cast<std::chrono::milliseconds>(Clock::now() - t).count();
 }
 
+// Per-endpoint circuit breaker (see the header).
+class Breaker {
+ public:
+  // "" when hops to `endpoint` may proceed, else why not.
+  std::string Check(const std::string& endpoint) {
+    std::lock_guard<std::mutex> lock(mu_);
+    auto it = state_.find(endpoint);
+    if (it == state_.end()) return "";
+    const int64_t left =
+        std::chrono::duration_cast<std::chrono::milliseconds>(it->second.open_until - Clock::now())
+            .count();
+    if (left <= 0) return "";  // half open: this hop probes
+    return "circuit open for another " + std::to_string(left) + " ms after " +
+           std::to_string(it->second.failures) + " failure(s); the last: " + it->second.last;
+  }
+  void Failure(const std::string& endpoint, const std::string& why, const HopTimeouts& t) {
+    std::lock_guard<std::mutex> lock(mu_);
+    State& s = state_[endpoint];
+    ++s.failures;
+    int64_t backoff = t.breaker_min_ms;
+    for (int i = 1; i < s.failures && backoff < t.breaker_max_ms; ++i) backoff *= 2;
+    backoff = std::min<int64_t>(backoff, t.breaker_max_ms);
+    s.open_until = Clock::now() + std::chrono::milliseconds(backoff);
+    s.last = why;
+  }
+  void Success(const std::string& endpoint) {
+    std::lock_guard<std::mutex> lock(mu_);
+    state_.erase(endpoint);
+  }
+
+ private:
+  struct State {
+    int failures = 0;
+    Clock::time_point open_until;
+    std::string last;
+  };
+  std::mutex mu_;
+  std::map<std::string, State> state_;
+};
+
+Breaker& Breakers() {
+  static auto* breaker = new Breaker;
+  return *breaker;
+}
+
+HopOutcome CallHopOnce(const std::string& endpoint, nlohmann::json header,
+                       std::vector<zmq::message_t> payload, StageContext& context,
+                       const HopTimeouts* timeouts);
+
 }  // namespace
 
 HopOutcome CallHop(const std::string& endpoint, nlohmann::json header,
                    std::vector<zmq::message_t> payload, StageContext& context,
                    const HopTimeouts* timeouts) {
+  if (timeouts == nullptr) {
+    return CallHopOnce(endpoint, std::move(header), std::move(payload), context, nullptr);
+  }
+  const std::string open = Breakers().Check(endpoint);
+  if (!open.empty()) {
+    HopOutcome failed;
+    failed.status = Status(StatusCode::kUnavailable, "worker_unavailable", endpoint + ": " + open);
+    return failed;
+  }
+  HopOutcome out = CallHopOnce(endpoint, std::move(header), std::move(payload), context, timeouts);
+  if (!out.done.type.empty()) {
+    Breakers().Success(endpoint);  // the worker answered
+  } else if (out.status.code() == StatusCode::kUnavailable) {
+    Breakers().Failure(endpoint, out.status.message(), *timeouts);
+  }
+  return out;
+}
+
+namespace {
+
+HopOutcome CallHopOnce(const std::string& endpoint, nlohmann::json header,
+                       std::vector<zmq::message_t> payload, StageContext& context,
+                       const HopTimeouts* timeouts) {
   static std::atomic<uint64_t> next_hop{1};
   const uint64_t hop = next_hop++;
   header["hop"] = hop;
@@ -27,12 +102,29 @@ HopOutcome CallHop(const std::string& endpoint, nlohmann::json header,
   socket.set(zmq::sockopt::linger, 0);
   socket.set(zmq::sockopt::sndhwm, 0);
   socket.set(zmq::sockopt::rcvhwm, 0);
+  if (timeouts != nullptr) socket.set(zmq::sockopt::immediate, 1);  // queue only when connected
   socket.connect(endpoint);
   auto unavailable = [&](const std::string& why) {
     HopOutcome failed;
     failed.status = Status(StatusCode::kUnavailable, "worker_unavailable", endpoint + ": " + why);
     return failed;
   };
+  if (timeouts != nullptr) {
+    // Writable once a connection is complete (ZMQ_IMMEDIATE): a dead worker fails in
+    // connect_ms instead of first_reply_ms.
+    const Clock::time_point start = Clock::now();
+    bool writable = false;
+    while (!writable && MsSince(start) < timeouts->connect_ms) {
+      if (context.Cancelled()) return HopOutcome{context.CancelStatus(), {}};
+      zmq::pollitem_t item = {socket.handle(), 0, ZMQ_POLLOUT, 0};
+      PollHop(&item, 1, std::chrono::milliseconds(20));
+      writable = (item.revents & ZMQ_POLLOUT) != 0;
+    }
+    if (!writable) {
+      return unavailable("cannot connect within " + std::to_string(timeouts->connect_ms) +
+                         " ms (is `siftd --worker` running there?)");
+    }
+  }
   if (!zmq::send_multipart(socket, MakeHop("run", header, std::move(payload)),
                            zmq::send_flags::dontwait)) {
     return unavailable("cannot send the stage (no connection)");
@@ -101,4 +193,5 @@ HopOutcome CallHop(const std::string& endpoint, nlohmann::json header,
   }
 }
 
+}  // namespace
 }  // namespace sift::daemon

@@ -6,10 +6,19 @@
 // for `done` so the stage never runs on state its caller has released. A CANCELLED result is
 // reported as the context's CancelStatus(), or as CANCELLED "client_gone".
 //
-// Liveness (remote hops only): the executor must answer `started` within
-// HopTimeouts::first_reply_ms and then send something (a heartbeat at least) every
-// HopTimeouts::silence_ms; otherwise the hop fails UNAVAILABLE naming the endpoint. In-process
-// hops wait without limit (the executor is a thread of this process).
+// Liveness (remote hops only): the connection must be up within HopTimeouts::connect_ms (the
+// run is queued only on a completed connection, ZMQ_IMMEDIATE), the executor must answer
+// `started` within HopTimeouts::first_reply_ms and then send something (a heartbeat at least)
+// every HopTimeouts::silence_ms; otherwise the hop fails UNAVAILABLE (worker_unavailable)
+// naming the endpoint. In-process hops wait without limit (the executor is a thread of this
+// process).
+//
+// Circuit breaker (remote hops only): after such a failure the endpoint is considered down
+// for a back-off that starts at HopTimeouts::breaker_min_ms and doubles with each consecutive
+// failure up to breaker_max_ms; meanwhile hops to it fail at once (UNAVAILABLE,
+// worker_unavailable, "circuit open"), so requests of a pipeline with a dead worker do not hold
+// an inference worker for the timeouts. The first hop after the back-off probes the endpoint;
+// a success closes the circuit. State is per endpoint, shared by the whole process.
 //
 // THREADING: runs on the caller's thread; creates and closes its own socket.
 #ifndef SIFT_DAEMON_HOP_CLIENT_H_
@@ -26,6 +35,9 @@ namespace sift::daemon {
 struct HopTimeouts {
   int first_reply_ms = 10000;
   int silence_ms = 10000;
+  int connect_ms = 1000;
+  int breaker_min_ms = 1000;
+  int breaker_max_ms = 30000;
 };
 
 struct HopOutcome {

@@ -2,6 +2,7 @@
 
 #include <cerrno>
 
+#include "daemon/json_limits.h"
 #include "sift/error.h"
 
 namespace sift::daemon {
@@ -28,10 +29,14 @@ HopMessage ParseHop(std::vector<zmq::message_t>& frames, size_t offset) {
   SIFT_CHECK(frames[offset].to_string_view() == kHopMagic, "hop message: bad magic");
   HopMessage m;
   m.type = frames[offset + 1].to_string();
-  try {
-    m.header = nlohmann::json::parse(frames[offset + 2].to_string_view());
-  } catch (const nlohmann::json::exception& e) {
-    throw Error(std::string("hop message: bad JSON header: ") + e.what());
+  // Bounded like a client header (json_limits.h), with room for a long prompt's state.
+  JsonLimits limits;
+  limits.max_bytes = size_t{256} << 20;
+  limits.max_values = size_t{1} << 26;
+  limits.max_containers = size_t{1} << 22;
+  std::string reason, why;
+  if (!ParseBoundedJson(frames[offset + 2].to_string_view(), limits, &m.header, &reason, &why)) {
+    throw Error("hop message: bad JSON header (" + reason + "): " + why);
   }
   SIFT_CHECK(m.header.is_object(), "hop message: the header is not a JSON object");
   for (size_t i = offset + 3; i < frames.size(); ++i) m.payload.push_back(std::move(frames[i]));

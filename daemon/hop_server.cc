@@ -179,7 +179,9 @@ class HopServer::Impl {
     uint64_t hop = 0;
     try {
       msg = ParseHop(frames, 1);
-      hop = msg.header.at("hop").get<uint64_t>();
+      const nlohmann::json& id = msg.header.at("hop");
+      if (!id.is_number_unsigned()) return;  // (a float would convert with undefined behaviour)
+      hop = id.get<uint64_t>();
     } catch (const std::exception& e) {
       // Malformed: nothing to route a reply to reliably; drop it (the caller times out).
       return;

@@ -52,6 +52,7 @@ struct LiveRequest {
   uint64_t catalog_generation = 0;
   Clock::time_point received;
   Clock::time_point deadline = Clock::time_point::max();
+  size_t message_bytes = 0;  // size of the generate message (large ones trigger malloc_trim)
 
   // ---- shared state ----
   std::atomic<int> cancel_cause{0};

@@ -21,7 +21,10 @@ ParseResult ParseOptions(int argc, const char* const* argv, DaemonOptions* o,
       "make-curve-keys", po::value(&o->make_curve_keys)->value_name("PREFIX"),
       "write a CURVE key pair to PREFIX.key (secret) and PREFIX.pub, then exit")(
       "worker", po::bool_switch(&o->worker),
-      "serve remote pipeline stages on --bind instead of clients");
+      "serve remote pipeline stages on --bind instead of clients")(
+      "preflight", po::value(&o->preflight)->multitoken()->value_name("FILE..."),
+      "check plugin files in this process (load, descriptor, factory) and exit; siftd runs "
+      "this in a child process before it loads a new or changed plugin");
 
   po::options_description model("Model and catalog");
   model.add_options()("model", po::value(&o->model)->default_value(o->model),
@@ -64,7 +67,15 @@ ParseResult ParseOptions(int argc, const char* const* argv, DaemonOptions* o,
       "linger-ms", po::value(&o->linger_ms)->default_value(o->linger_ms),
       "ZeroMQ linger on close (delivery of the last messages)")(
       "max-message-bytes", po::value(&o->max_message_bytes)->default_value(o->max_message_bytes),
-      "largest client message accepted");
+      "largest client message accepted")(
+      "max-header-bytes", po::value(&o->max_header_bytes)->default_value(o->max_header_bytes),
+      "largest JSON header frame accepted (checked before parsing)")(
+      "max-client-inflight",
+      po::value(&o->max_client_inflight)->default_value(o->max_client_inflight),
+      "admitted requests per client connection (0 = no limit)")(
+      "preflight-timeout-ms",
+      po::value(&o->preflight_timeout_ms)->default_value(o->preflight_timeout_ms),
+      "how long a plugin file may take to load in the pre-flight child");
 
   po::options_description security("Security");
   security.add_options()("curve-secret-key", po::value(&o->curve_secret_key),
@@ -120,6 +131,10 @@ ParseResult ParseOptions(int argc, const char* const* argv, DaemonOptions* o,
     return bad("negative values are not allowed for times, sizes and counts");
   }
   if (o->max_message_bytes < 1024) return bad("--max-message-bytes must be at least 1024");
+  if (o->max_header_bytes < 1024) return bad("--max-header-bytes must be at least 1024");
+  if (o->max_client_inflight < 0 || o->preflight_timeout_ms < 100) {
+    return bad("--max-client-inflight must be >= 0 and --preflight-timeout-ms >= 100");
+  }
   return ParseResult::kRun;
 }
 

@@ -43,6 +43,8 @@ struct DaemonOptions {
   int hwm = 10000;
   int linger_ms = 2000;
   int64_t max_message_bytes = 64ll << 20;
+  int64_t max_header_bytes = 8ll << 20;  // the JSON header frame (limits: docs/operations.md)
+  int64_t max_client_inflight = 32;      // admitted requests per connection; 0 = no limit
   // Security.
   std::string curve_secret_key;
   std::string curve_client_keys;
@@ -52,6 +54,9 @@ struct DaemonOptions {
   std::string ready_file;
   // Worker mode (a remote stage host): siftd --worker --bind tcp://...
   bool worker = false;
+  // Plugin pre-flight (daemon/plugin_preflight.h).
+  int preflight_timeout_ms = 10000;    // per plugin file
+  std::vector<std::string> preflight;  // internal: check these files and exit (the child)
 };
 
 enum class ParseResult { kRun, kExitOk, kError };

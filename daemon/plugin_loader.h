@@ -2,17 +2,22 @@
 //
 // Loading never touches the file in the plugins folder beyond reading it: the bytes are copied
 // to a unique staged path (<staging>/<stem>.<content hash>.<counter>.so) and the copy is
-// dlopen'ed through Boost.DLL with RTLD_NOW | RTLD_LOCAL, so a rebuilt file is a new library
-// (dlopen of an already-open path would return the old code) and overwriting or deleting the
-// source never disturbs code that runs. Then, in this order:
-//   1. the entry symbol `sift_plugin_entry` must exist (has(), never a throwing get);
+// dlopen'ed with RTLD_NOW | RTLD_LOCAL, so a rebuilt file is a new library (dlopen of an
+// already-open path would return the old code) and overwriting or deleting the source never
+// disturbs code that runs. A copy that is rejected is deleted. Then, in this order:
+//   1. the entry symbol `sift_plugin_entry` must exist;
 //   2. the descriptor's ABI version must equal SIFT_PLUGIN_ABI_VERSION (read before anything
 //      else in the descriptor);
 //   3. name, version, kind and factory must be present and valid; the build info (sift ABI,
 //      LibTorch version, C++ ABI) must equal this siftd's exactly;
-//   4. with a model: the factory must create (and destroy) one stage from default parameters,
+//   4. the descriptor's name must equal the file's stem (plugin N lives in N.so), so no file
+//      can take over another file's plugin;
+//   5. with a model: the factory must create (and destroy) one stage from default parameters,
 //      which catches plugins that throw in their constructor. Every plugin must therefore have
 //      a default for every parameter (docs/writing-a-plugin.md).
+// A library that crashes, aborts or hangs while it loads would take the process with it: siftd
+// runs these same steps first in a child process (plugin_preflight.h) and loads only a staged
+// copy that passed there.
 //
 // UNLOAD POLICY: never. Every library ever opened is retained for the life of the process
 // (LibTorch-linked libraries crash on dlclose: pytorch #61111, #46171), so no stage, vtable or
@@ -82,14 +87,37 @@ struct LoadOutcome {
   std::string error;                     // "" on success
 };
 
+// A private copy of a plugin file, ready to be checked and loaded.
+struct StagedFile {
+  std::string source;  // the file in the plugins folder
+  std::string staged;  // the copy ("" when staging failed)
+  std::string hash;    // of the bytes copied
+  std::string error;   // "" on success
+};
+
+// The plugin name a file must declare: its stem ("build/plugins/snapkv.so" -> "snapkv").
+std::string PluginNameForFile(const std::string& path);
+// "" when `declared` (a descriptor's name) fits the file `source_path`, else the problem.
+std::string CheckPluginName(const std::string& source_path, const std::string& declared);
+
 class PluginLoader {
  public:
   // `staging_dir` is created if missing.
   explicit PluginLoader(std::string staging_dir);
 
-  // Copies, loads and checks `path` (see the file comment). `model` may be null: the factory
-  // check is then skipped.
+  // Copies, loads and checks `path` (see the file comment): Stage + LoadStaged. `model` may be
+  // null: the factory check is then skipped.
   LoadOutcome Load(const std::string& path, const Model* model) const;
+  // Copies `path` into the staging folder.
+  StagedFile Stage(const std::string& path) const;
+  // Loads and checks a staged copy; deletes the copy when it is rejected.
+  LoadOutcome LoadStaged(const StagedFile& staged, const Model* model) const;
+  // Deletes a staged copy (e.g. one the pre-flight rejected).
+  void Discard(const StagedFile& staged) const;
+  // Loads and checks `library_path` in place, judged as the file `source_path` (whose stem the
+  // descriptor's name must equal when `check_name`); what the pre-flight child runs.
+  static LoadOutcome Open(const std::string& library_path, const std::string& source_path,
+                          const std::string& hash, const Model* model, bool check_name = true);
 
   const std::string& staging_dir() const { return staging_dir_; }
 

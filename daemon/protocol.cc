@@ -199,6 +199,11 @@ Status ParseGenerate(const json& h, const std::vector<std::string_view>& frames,
     if (!s->is_object()) return BadField("sampling", "an object", *s);
     SIFT_RETURN_IF_ERROR(
         GetDouble(*s, "temperature", "sampling.temperature", 0, 100, false, &g->temperature));
+    if (g->temperature > 0 && g->temperature < kMinTemperature) {
+      char range[96];
+      std::snprintf(range, sizeof(range), "0 (greedy) or a number in [%g, 100]", kMinTemperature);
+      return BadField("sampling.temperature", range, (*s)["temperature"]);
+    }
     SIFT_RETURN_IF_ERROR(GetInt(*s, "top_k", "sampling.top_k", 0, 1 << 24, &g->top_k));
     SIFT_RETURN_IF_ERROR(GetDouble(*s, "top_p", "sampling.top_p", 0, 1, true, &g->top_p));
     int64_t seed = 0;
@@ -293,6 +298,7 @@ class IdScanner : public json::json_sax_t {
 }  // namespace
 
 bool ExtractId(std::string_view header, std::string* id) {
+  header = header.substr(0, kIdScanBytes);
   std::string value;
   IdScanner scanner(&value);
   json::sax_parse(header.begin(), header.end(), &scanner, json::input_format_t::json,
@@ -336,7 +342,8 @@ const char* InputKindName(InputKind kind) {
   return "unknown";
 }
 
-Status ParseClientMessage(const std::vector<std::string_view>& frames, ClientMessage* out) {
+Status ParseClientMessage(const std::vector<std::string_view>& frames, ClientMessage* out,
+                          const JsonLimits& limits) {
   *out = ClientMessage();
   if (frames.size() < 2) {
     return Invalid("bad_frames", "expected [\"SIFT/1\", JSON header, binary frames...], got " +
@@ -349,9 +356,14 @@ Status ParseClientMessage(const std::vector<std::string_view>& frames, ClientMes
     }
     return Invalid("bad_magic", "the first frame must be \"SIFT/1\"");
   }
-  json h = json::parse(frames[1].begin(), frames[1].end(), nullptr, /*allow_exceptions=*/false);
-  if (h.is_discarded()) {
-    return Invalid("bad_json", "the header frame is not valid UTF-8 JSON");
+  json h;
+  std::string reason, why;
+  if (!ParseBoundedJson(frames[1], limits, &h, &reason, &why)) {
+    if (reason != "bad_json" && reason != "nul_byte") {
+      out->has_id = ExtractId(frames[1], &out->id);
+      return Invalid(reason, "the header was refused: " + why + " (docs/protocol.md, limits)");
+    }
+    return Invalid("bad_json", "the header frame is not valid UTF-8 JSON: " + why);
   }
   if (!h.is_object()) return Invalid("bad_header", "the header must be a JSON object");
   auto id = h.find("id");
@@ -481,8 +493,12 @@ Status ParseReply(const std::vector<std::string_view>& frames, json* header) {
   if (frames.size() < 2 || frames[0] != kMagic) {
     return Invalid("bad_magic", "reply does not start with \"SIFT/1\"");
   }
-  *header = json::parse(frames[1].begin(), frames[1].end(), nullptr, false);
-  if (header->is_discarded() || !header->is_object()) {
+  std::string reason, why;
+  JsonLimits limits;
+  limits.max_bytes = size_t{1} << 30;  // replies can carry long texts; depth and NULs still checked
+  limits.max_values = size_t{1} << 26;
+  limits.max_containers = size_t{1} << 24;
+  if (!ParseBoundedJson(frames[1], limits, header, &reason, &why) || !header->is_object()) {
     return Invalid("bad_json", "reply header is not a JSON object");
   }
   return Status::Ok();

@@ -22,6 +22,7 @@
 #include <utility>
 #include <vector>
 
+#include "daemon/json_limits.h"
 #include "sift/status.h"
 
 namespace sift::daemon {
@@ -29,6 +30,11 @@ namespace sift::daemon {
 inline constexpr std::string_view kMagic = "SIFT/1";
 inline constexpr size_t kMaxIdBytes = 256;
 inline constexpr size_t kMaxStopStrings = 16;
+// The smallest positive sampling temperature (0 = greedy). Below it logits / temperature
+// overflows float and sampling degenerates; such values are refused, not rounded.
+inline constexpr double kMinTemperature = 1e-3;
+// How much of an unparsed header is scanned for its "id" (to echo it in an error).
+inline constexpr size_t kIdScanBytes = 64 << 10;
 
 // Wire names of status codes: "CANCELLED", "INVALID_ARGUMENT", ...
 const char* WireCode(StatusCode code);
@@ -84,15 +90,18 @@ struct ClientMessage {
   GenerateRequest generate;
 };
 
-// Parses the frames of one client message (routing id already removed). On failure `out->id`
-// / `out->has_id` are still set when the header carried a usable id, so the error can echo it.
-// Reasons: bad_frames, bad_magic, unsupported_version, bad_json, bad_header, unknown_type,
-// missing_field, bad_field, bad_input.
-Status ParseClientMessage(const std::vector<std::string_view>& frames, ClientMessage* out);
+// Parses the frames of one client message (routing id already removed). The header is parsed
+// within `limits` (json_limits.h: size, NUL bytes, depth, value counts checked while parsing).
+// On failure `out->id` / `out->has_id` are still set when the header carried a usable id, so
+// the error can echo it. Reasons: bad_frames, bad_magic, unsupported_version, bad_json,
+// header_too_large, too_deep, too_many_values, bad_header, unknown_type, missing_field,
+// bad_field, bad_input.
+Status ParseClientMessage(const std::vector<std::string_view>& frames, ClientMessage* out,
+                          const JsonLimits& limits = {});
 
-// The top-level string "id" of a header frame, found by a streaming scan that builds no
-// document (for answering a message that is rejected unparsed, e.g. because it is too large).
-// Returns false if there is none.
+// The top-level string "id" of a header frame, found by a streaming scan of its first
+// kIdScanBytes that builds no document (for answering a message that is rejected unparsed,
+// e.g. because it is too large). Returns false if there is none.
 bool ExtractId(std::string_view header, std::string* id);
 
 // ---- replies (headers; callers add the magic frame) ----

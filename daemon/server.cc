@@ -14,6 +14,7 @@
 #include "daemon/log.h"
 #include "daemon/metrics.h"
 #include "daemon/ops_http.h"
+#include "daemon/plugin_preflight.h"
 #include "daemon/request_runner.h"
 #include "daemon/worker.h"
 #include "sift/device.h"
@@ -80,14 +81,18 @@ int RunWorkerMode(const DaemonOptions& o) {
     return 2;
   }
   if (!IsLoopbackEndpoint(o.bind[0])) {
-    LogWarn(
-        "worker_non_loopback",
-        {{"endpoint", o.bind[0]},
-         {"message", "the worker port is unauthenticated; expose it on trusted networks only"}});
+    LogError("insecure_bind",
+             {{"endpoint", o.bind[0]},
+              {"message",
+               "refusing to bind the worker port to a non-loopback address: stage hops are "
+               "not authenticated; bind 127.0.0.1 (or ::1) and reach it through a tunnel "
+               "(docs/operations.md)"}});
+    return 1;
   }
   WorkerOptions w;
   w.bind = o.bind[0];
   w.plugins_dir = o.plugins_dir;
+  w.preflight = SelfPreflight(o.model, o.dtype, o.device, o.preflight_timeout_ms);
   try {
     w.model = LoadModel(o);
   } catch (const std::exception& e) {
@@ -116,6 +121,7 @@ int RunDaemon(const DaemonOptions& o) {
     std::printf("%s\n", summary.c_str());
     return 0;
   }
+  if (!o.preflight.empty()) return RunPreflightChild(o.preflight, o.model, o.dtype, o.device);
   if (o.worker) return RunWorkerMode(o);
 
   // ---- security checks first: fail before the expensive part ----
@@ -254,6 +260,7 @@ int RunDaemon(const DaemonOptions& o) {
     co.plugins_dir = o.plugins_dir;
     co.pipelines_dir = o.pipelines_dir;
     co.staging_dir = o.staging_dir;
+    co.preflight = SelfPreflight(o.model, o.dtype, o.device, o.preflight_timeout_ms);
     // The catalog polls the folders itself (it waits until a changed file has settled, so a
     // half-copied .so is never loaded); SIGHUP forces a rescan.
     co.poll_interval_ms = o.rescan_ms;  // its events go to the daemon's log (log.h)
@@ -277,6 +284,8 @@ int RunDaemon(const DaemonOptions& o) {
   fo.hwm = o.hwm;
   fo.linger_ms = o.linger_ms;
   fo.max_message_bytes = o.max_message_bytes;
+  fo.header_limits.max_bytes = static_cast<size_t>(o.max_header_bytes);
+  fo.max_client_inflight = o.max_client_inflight;
   fo.heartbeat_ms = o.heartbeat_ms;
   fo.drain_timeout_ms = o.drain_timeout_ms;
   fo.default_deadline_ms = o.default_deadline_ms;

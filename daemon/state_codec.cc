@@ -1,7 +1,9 @@
 #include "daemon/state_codec.h"
 
 #include <cstring>
+#include <limits>
 #include <string>
+#include <type_traits>
 #include <utility>
 
 #include "sift/error.h"
@@ -95,14 +97,44 @@ const json& Field(const json& obj, const char* key, const std::string& path) {
 }
 
 template <typename T>
+struct IsVector : std::false_type {};
+template <typename T>
+struct IsVector<std::vector<T>> : std::true_type {};
+
+// Whether `v` holds a value of type T exactly: nlohmann's get<T>() would also convert a float
+// to an integer, which is undefined behaviour out of range (found by fuzz_state_codec).
+template <typename T>
+bool Holds(const json& v) {
+  if constexpr (std::is_same_v<T, bool>) {
+    return v.is_boolean();
+  } else if constexpr (std::is_integral_v<T>) {
+    if (v.is_number_unsigned()) {
+      return v.get<uint64_t>() <= static_cast<uint64_t>(std::numeric_limits<T>::max());
+    }
+    if (!v.is_number_integer()) return false;
+    const int64_t x = v.get<int64_t>();
+    return x >= 0 ? static_cast<uint64_t>(x) <= static_cast<uint64_t>(std::numeric_limits<T>::max())
+                  : std::is_signed_v<T> && x >= static_cast<int64_t>(std::numeric_limits<T>::min());
+  } else if constexpr (std::is_floating_point_v<T>) {
+    return v.is_number();
+  } else if constexpr (std::is_same_v<T, std::string>) {
+    return v.is_string();
+  } else {
+    static_assert(IsVector<T>::value, "Get<T>: unsupported type");
+    if (!v.is_array()) return false;
+    for (const json& e : v) {
+      if (!Holds<typename T::value_type>(e)) return false;
+    }
+    return true;
+  }
+}
+
+template <typename T>
 T Get(const json& obj, const char* key, const std::string& path) {
   const json& v = Field(obj, key, path);
-  try {
-    return v.get<T>();
-  } catch (const json::exception&) {
-    throw Error(
-        detail::Concat("state header: '", path, ".", key, "' has the wrong type: ", v.dump()));
-  }
+  SIFT_CHECK(Holds<T>(v), "state header: '", path, ".", key, "' has the wrong type or range: ",
+             v.dump(-1, ' ', false, json::error_handler_t::replace).substr(0, 80));
+  return v.get<T>();
 }
 
 class Decoder {
@@ -117,13 +149,18 @@ class Decoder {
                "' refers to frame ", frame, " of ", frames_.size());
     const at::ScalarType dtype = ParseWireDtype(Get<std::string>(d, "dtype", path));
     const std::vector<int64_t> shape = Get<std::vector<int64_t>>(d, "shape", path);
+    // Sizes from a peer: every product is checked, and must match the frame it describes.
     int64_t numel = 1;
     for (int64_t s : shape) {
       SIFT_CHECK(s >= 0, "state header: '", path, "' has a negative dimension");
-      numel *= s;
+      SIFT_CHECK(!__builtin_mul_overflow(numel, s, &numel), "state header: '", path,
+                 "' has too many elements");
     }
     const FrameView& f = frames_[frame];
-    const size_t expected = static_cast<size_t>(numel) * c10::elementSize(dtype);
+    size_t expected = 0;
+    SIFT_CHECK(
+        !__builtin_mul_overflow(static_cast<size_t>(numel), c10::elementSize(dtype), &expected),
+        "state header: '", path, "' has too many elements");
     SIFT_CHECK(f.size == expected, "state: '", path, "' (", WireDtypeName(dtype), " ",
                json(shape).dump(), ") needs ", expected, " bytes, frame ", frame, " has ", f.size);
     at::Tensor t = at::empty(shape, at::TensorOptions().dtype(dtype).device(at::kCPU));

@@ -119,6 +119,7 @@ int RunWorker(const WorkerOptions& options) {
   try {
     CatalogOptions catalog_options;
     catalog_options.plugins_dir = options.plugins_dir;
+    catalog_options.preflight = options.preflight;
     catalog = Catalog::Create(catalog_options, options.model);
     const Model& model = *options.model;
     const Catalog& plugins = *catalog;

@@ -18,6 +18,7 @@
 #include <memory>
 #include <string>
 
+#include "daemon/plugin_preflight.h"
 #include "sift/model.h"
 
 namespace sift::daemon {
@@ -26,6 +27,7 @@ struct WorkerOptions {
   std::string bind;         // tcp://127.0.0.1:PORT
   std::string plugins_dir;  // folder of stage plugins (*.so)
   std::shared_ptr<const Model> model;
+  PreflightOptions preflight;  // plugin pre-flight (plugin_preflight.h); empty = none
 };
 
 // Serves stage hops until SIGTERM or SIGINT arrives (or RequestWorkerStop() is called).

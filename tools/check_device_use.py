@@ -22,12 +22,12 @@ comment on that line (for a call spanning lines: on its first or last line):
 
     std::memcpy(t.data_ptr(), s.data(), n);  // host: t was just created on the CPU
 
-Files of the engine core that are being rewritten for the device are listed in PENDING: their hits
-are reported as warnings and do not fail the check unless --strict is given.
+The CPU kernels (plugin_api/src/runtime/cpu/), the quantised matrices (.../quant/) and their bench
+are CPU-only by contract and exempt.
 
-Usage: tools/check_device_use.py [--root DIR] [--strict] [--json] [PATH ...]
+Usage: tools/check_device_use.py [--root DIR] [--json] [PATH ...]
 With no PATH: every .cc/.h under plugins/, daemon/, plugin_api/src/runtime/ and tools/.
-Exit status: 0 clean (warnings allowed), 1 errors found, 2 bad usage.
+Exit status: 0 clean, 1 errors found, 2 bad usage.
 """
 
 import argparse
@@ -43,15 +43,6 @@ EXTENSIONS = (".cc", ".h", ".cpp", ".hpp")
 # for CPU tensors), and so is the benchmark of the latter.
 EXEMPT = {"plugin_api/src/runtime/host.cc"}
 EXEMPT_DIRS = ("plugin_api/src/runtime/cpu/", "plugin_api/src/runtime/quant/", "tools/quant_bench/")
-# The engine core, owned by its own work (issue 15: host-synchronisation-free attention, the KV
-# cache, on-device sampling; the CPU kernels and quantised matrices, CPU-only by design): hits
-# there are warnings until a file or folder is removed from this list. A path ending in "/" covers
-# the folder.
-PENDING = ()
-
-
-def is_pending(rel):
-    return any(rel == p or (p.endswith("/") and rel.startswith(p)) for p in PENDING)
 
 MARKER = re.compile(r"//\s*host:\s*(\S.*)$")
 CREATORS = ("arange|zeros|ones|empty|full|rand|randn|randint|linspace|logspace|eye|tensor|"
@@ -231,8 +222,6 @@ def main(argv):
     parser.add_argument("paths", nargs="*", help="files or folders (default: the tree's sources)")
     parser.add_argument("--root", default=os.path.dirname(os.path.dirname(
         os.path.abspath(__file__))), help="repository root (default: this script's)")
-    parser.add_argument("--strict", action="store_true",
-                        help="hits in PENDING engine files fail too")
     parser.add_argument("--json", action="store_true", help="print findings as JSON")
     args = parser.parse_args(argv)
     root = os.path.abspath(args.root)
@@ -241,26 +230,19 @@ def main(argv):
     except FileNotFoundError as e:
         print("check_device_use: no such file or folder: %s" % e, file=sys.stderr)
         return 2
-    errors, warnings = [], []
+    errors = []
     for path in files:
         rel = os.path.relpath(os.path.abspath(path), root).replace(os.sep, "/")
         if rel in EXEMPT or rel.startswith(EXEMPT_DIRS):
             continue
-        for f in check_file(path, rel):
-            pending = is_pending(rel) and not args.strict
-            f["severity"] = "warning" if pending else "error"
-            (warnings if pending else errors).append(f)
+        errors.extend(check_file(path, rel))
     if args.json:
-        print(json.dumps({"files": len(files), "errors": errors, "warnings": warnings}, indent=1))
+        print(json.dumps({"files": len(files), "errors": errors}, indent=1))
     else:
-        for f in warnings + errors:
-            print("%s:%d: %s: [%s] %s\n    %s" % (f["file"], f["line"], f["severity"], f["rule"],
-                                                f["message"], f["source"]))
-        pending_files = sorted({f["file"] for f in warnings})
-        print("device lint: %d file(s), %d error(s), %d warning(s)%s" %
-              (len(files), len(errors), len(warnings),
-               " (engine files pending their device rewrite: %s)" % ", ".join(pending_files)
-               if pending_files else ""))
+        for f in errors:
+            print("%s:%d: error: [%s] %s\n    %s" % (f["file"], f["line"], f["rule"], f["message"],
+                                                   f["source"]))
+        print("device lint: %d file(s), %d error(s)" % (len(files), len(errors)))
     return 1 if errors else 0
 
 

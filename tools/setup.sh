@@ -40,6 +40,7 @@ PACKAGES=(
   libzmq3-dev cppzmq-dev python3-zmq
   libtomlplusplus-dev nlohmann-json3-dev libicu-dev
   libgtest-dev libgmock-dev
+  clang-14 libclang-rt-14-dev
 )
 
 log() { printf '[setup] %s\n' "$*" >&2; }

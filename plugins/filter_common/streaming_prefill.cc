@@ -34,7 +34,15 @@ bool StreamingPrefill(const Model& model, const std::vector<TokenId>& tokens,
              last, " outside [0, ", config.num_layers, ")");
   int64_t ctx = std::clamp<int64_t>(question_begin, 0, n);
   if (ctx == n) ctx = std::max<int64_t>(0, n - options.fallback_query);
-  SIFT_CHECK(ctx > 0, "streaming prefill: the prompt has no context before the question");
+  if (ctx == 0) {
+    // A prompt that is all question (e.g. shorter than the question span): no context to score.
+    // Empty scores let the filter keep the whole prompt, uncompressed.
+    out->scores.clear();
+    for (int64_t l : score_layers) out->scores[l] = at::zeros({0}, at::kFloat);
+    out->context_length = 0;
+    out->peak_cache_entries = 0;
+    return true;
+  }
 
   // Segments: context chunks, then the query part.
   std::vector<std::pair<int64_t, int64_t>> segments;

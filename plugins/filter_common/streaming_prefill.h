@@ -16,10 +16,13 @@
 // Nothing past R is computed. Cost is linear in |C| for fixed sink, window, chunk and |q|.
 //
 // With no query part (question_begin == n) the last `fallback_query` tokens act as the query.
+// With no context (question_begin <= 0, or a prompt no longer than fallback_query) nothing is
+// computed: every score layer gets an empty tensor and context_length is 0, so a filter keeps
+// the whole (short) prompt.
 //
 // THREADING: pure function of its inputs (the model is const).
 // ERRORS:    throws sift::Error for bad options (empty prompt, no score layer, layer out of
-//            range, chunk < 1, window < 1 or empty context). `cancelled` (may be empty) is polled
+//            range, chunk < 1, window < 1). `cancelled` (may be empty) is polled
 //            before every layer of every chunk; when it returns true the function returns false.
 #ifndef SIFT_PLUGINS_FILTER_COMMON_STREAMING_PREFILL_H_
 #define SIFT_PLUGINS_FILTER_COMMON_STREAMING_PREFILL_H_

@@ -64,8 +64,8 @@ double MsSince(std::chrono::steady_clock::time_point start) {
 }  // namespace
 
 PrefillFullStage::PrefillFullStage(const StageParams& params, const Model& model)
-    : chunk_size_(params.GetInt("chunk_size", 0, 0)),
-      block_size_(params.GetInt("block_size", 256, 1, 65536)) {}
+    : chunk_size_(params.GetInt("chunk_size", 0, 0, INT64_MAX, RequestCap{64, INT64_MAX, true})),
+      block_size_(params.GetInt("block_size", 256, 1, 65536, RequestCap{64, 65536})) {}
 
 Status PrefillFullStage::Run(const Model& model, RequestState& state, StageContext& context) {
   const auto start = std::chrono::steady_clock::now();

@@ -6,9 +6,11 @@
 // last_logits, next_position, stats.prefill_ms (added to, so a re-prefill after a filter
 // counts too), stats.tokens_kept, kv_bytes_full and kv_bytes.
 //
-// Parameters (pipeline TOML or per-request overrides):
+// Parameters (pipeline TOML or per-request overrides; a request may set only the capped range):
 //   chunk_size  int >= 0, default 0     rows per forward chunk; 0 = the whole prompt at once
+//                                       (request: 0 or >= 64)
 //   block_size  int in [1, 65536], 256  attention query block size (memory vs speed)
+//                                       (request: >= 64)
 //
 // Cancellation is checked before every layer of every chunk; progress is reported per layer as
 // ("prefill", layers done, layers × chunks).

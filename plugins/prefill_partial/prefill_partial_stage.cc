@@ -10,7 +10,7 @@
 namespace sift::plugins {
 
 PrefillPartialStage::PrefillPartialStage(const StageParams& params, const Model& model)
-    : block_size_(params.GetInt("block_size", 256, 1, 65536)) {}
+    : block_size_(params.GetInt("block_size", 256, 1, 65536, RequestCap{64, 65536})) {}
 
 Status PrefillPartialStage::Run(const Model& model, RequestState& state, StageContext& context) {
   const auto start = std::chrono::steady_clock::now();

@@ -40,7 +40,7 @@ PrefillSkipStage::PrefillSkipStage(const StageParams& params, const Model& model
       reference_length_(params.GetInt("reference_length", 8192, 1, 1 << 24)),
       budgets_(params.GetIntList("budgets", {2304, 1792, 1024, 512}, 1, 1 << 24)),
       prune_margin_(params.GetInt("prune_margin", 256, 0, 1 << 24)),
-      block_size_(params.GetInt("block_size", 256, 1, 65536)) {
+      block_size_(params.GetInt("block_size", 256, 1, 65536, RequestCap{64, 65536})) {
   const int64_t layers = model.config().num_layers;
   settings_.skip_start = params.GetInt("skip_start", 9, 0, layers);
   settings_.stage_ends = params.GetIntList("stage_ends", {12, 17, 22, 26}, 0, layers - 1);

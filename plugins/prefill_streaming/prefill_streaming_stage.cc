@@ -1,5 +1,6 @@
 #include "prefill_streaming_stage.h"
 
+#include <algorithm>
 #include <chrono>
 #include <map>
 #include <set>
@@ -13,8 +14,9 @@ namespace sift::plugins {
 PrefillStreamingStage::PrefillStreamingStage(const StageParams& params, const Model& model) {
   options_.sink = params.GetInt("sink", 4, 0, 65536);
   options_.window = params.GetInt("window", 512, 1, int64_t{1} << 20);
-  options_.chunk = params.GetInt("chunk", 1024, 1, int64_t{1} << 20);
-  options_.block_size = params.GetInt("block_size", 256, 1, 65536);
+  options_.chunk =
+      params.GetInt("chunk", 1024, 1, int64_t{1} << 20, RequestCap{64, int64_t{1} << 20});
+  options_.block_size = params.GetInt("block_size", 256, 1, 65536, RequestCap{64, 65536});
   options_.include_query_keys = params.GetBool("include_query_keys", false);
   options_.fallback_query = params.GetInt("fallback_query", 32, 1, 4096);
 }
@@ -34,10 +36,7 @@ Status PrefillStreamingStage::Run(const Model& model, RequestState& state, Stage
   }
   int64_t question_begin = state.question_begin;
   if (question_begin >= n) question_begin = n - options_.fallback_query;
-  if (question_begin <= 0) {
-    return Status(StatusCode::kInvalidArgument, "no_context",
-                  "prefill_streaming needs context tokens before the question");
-  }
+  question_begin = std::max<int64_t>(question_begin, 0);  // all question: nothing to score
   StreamingPrefillOptions options = options_;
   options.cancelled = [&] { return context.Cancelled(); };
   options.progress = [&](int64_t done, int64_t total) {

@@ -209,5 +209,87 @@ TEST(ProtocolTest, ReplyHeaders) {
   EXPECT_NO_THROW(Serialize(ChunkHeader("r1", 0, "\xe2\x82", {})));
 }
 
+std::string Nested(int depth) {
+  return std::string(static_cast<size_t>(depth), '[') + "1" +
+         std::string(static_cast<size_t>(depth), ']');
+}
+
+TEST(ProtocolLimitsTest, NestingIsLimitedWhileParsing) {
+  ClientMessage m;
+  // The header object is level 1: 63 more levels fit, 64 do not.
+  ASSERT_TRUE(Parse({"SIFT/1", R"({"type":"ping","nonce":)" + Nested(63) + "}"}, &m).ok());
+  EXPECT_EQ(m.nonce.dump(), Nested(63));
+  Status st = Parse({"SIFT/1", R"({"type":"ping","id":"d","nonce":)" + Nested(64) + "}"}, &m);
+  EXPECT_EQ(st.reason(), "too_deep");
+  EXPECT_EQ(m.id, "d");  // still echoed
+  // Far deeper than any stack could hold a recursive copy of: refused, nothing built.
+  st = Parse({"SIFT/1", R"({"type":"ping","nonce":)" + Nested(1000000) + "}"}, &m);
+  EXPECT_EQ(st.reason(), "too_deep");
+  st = Parse({"SIFT/1", std::string(2000000, '{')}, &m);
+  EXPECT_EQ(st.code(), StatusCode::kInvalidArgument);
+}
+
+TEST(ProtocolLimitsTest, SizeAndValueCountsAreLimited) {
+  ClientMessage m;
+  JsonLimits limits;
+  limits.max_bytes = 1000;
+  std::string big = R"({"type":"ping","id":"b","nonce":")" + std::string(2000, 'x') + "\"}";
+  std::vector<std::string_view> frames = {"SIFT/1", big};
+  Status st = ParseClientMessage(frames, &m, limits);
+  EXPECT_EQ(st.reason(), "header_too_large");
+  EXPECT_EQ(m.id, "b");
+  limits = JsonLimits();
+  limits.max_values = 100;
+  std::string many = R"({"type":"ping","nonce":[)";
+  for (int i = 0; i < 200; ++i) many += "1,";
+  many += "1]}";
+  frames = {"SIFT/1", many};
+  EXPECT_EQ(ParseClientMessage(frames, &m, limits).reason(), "too_many_values");
+  limits = JsonLimits();
+  limits.max_containers = 10;
+  std::string arrays = R"({"type":"ping","nonce":[)";
+  for (int i = 0; i < 20; ++i) arrays += "[],";
+  arrays += "[]]}";
+  frames = {"SIFT/1", arrays};
+  EXPECT_EQ(ParseClientMessage(frames, &m, limits).reason(), "too_many_values");
+}
+
+TEST(ProtocolLimitsTest, NulBytesTrailingBytesAndBadUtf8AreRefused) {
+  ClientMessage m;
+  for (const std::string& header :
+       {std::string(R"({"type":"ping"})") + std::string(1, '\0') + "\xff\xfe",
+        std::string(R"({"type":"ping","nonce":"a)") + std::string(1, '\0') + "b\"}",
+        std::string(R"({"type":"ping"} x)"), std::string("{\"type\":\"ping\",\"nonce\":\"\xc3\"}"),
+        std::string("{\"type\":\"ping\",\"nonce\":\"\xed\xa0\x80\"}"),  // a surrogate
+        std::string("{\"type\":\"ping\"}\xc3\xa9")}) {
+    EXPECT_EQ(Parse({"SIFT/1", header}, &m).reason(), "bad_json") << header;
+  }
+  ASSERT_TRUE(Parse({"SIFT/1", "{\"type\":\"ping\",\"nonce\":\"caf\xc3\xa9\"} \n"}, &m).ok());
+  EXPECT_EQ(m.nonce, "caf\xc3\xa9");
+}
+
+TEST(ProtocolLimitsTest, TinyTemperaturesAreRefused) {
+  ClientMessage m;
+  json h = {{"type", "generate"}, {"id", "t"}, {"pipeline", "full"}, {"prompt", "hi"}};
+  for (double t : {1e-45, 1e-38, 1e-10, 0.000999}) {
+    h["sampling"] = {{"temperature", t}};
+    Status st = ParseHeader(h, &m);
+    EXPECT_EQ(st.reason(), "bad_field") << t;
+    EXPECT_NE(st.message().find("0 (greedy) or a number in [0.001, 100]"), std::string::npos)
+        << st.message();
+  }
+  for (double t : {0.0, 0.001, 0.7, 100.0}) {
+    h["sampling"] = {{"temperature", t}};
+    EXPECT_TRUE(ParseHeader(h, &m).ok()) << t;
+  }
+}
+
+TEST(ProtocolLimitsTest, IdScanReadsOnlyTheStart) {
+  std::string id;
+  EXPECT_TRUE(ExtractId(R"({"id":"early","x":)" + std::string(100000, '['), &id));
+  EXPECT_EQ(id, "early");
+  EXPECT_FALSE(ExtractId(R"({"x":")" + std::string(kIdScanBytes, 'a') + R"(","id":"late"})", &id));
+}
+
 }  // namespace
 }  // namespace sift::daemon

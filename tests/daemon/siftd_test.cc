@@ -379,7 +379,7 @@ TEST(SiftdDrainTest, SigtermDrainsGracefully) {
           {"id", "inflight"},
           {"pipeline", "full"},
           {"prompt", "Count: one, two,"},
-          {"max_tokens", 12},
+          {"max_tokens", 400},  // long enough (~1 s or more) to still run when "late" arrives
           {"ignore_eos", true}});
   json h;
   while (c.Recv(&h, 30000) && h["type"] != "chunk") {

@@ -61,17 +61,16 @@ class DeviceLintTest(unittest.TestCase):
         rc, out, _ = run(os.path.join(FIXTURES, "clean.cc"))
         self.assertEqual(rc, 0)
         self.assertEqual(out["errors"], [])
-        self.assertEqual(out["warnings"], [])
 
-    def test_pending_engine_file_warns_unless_strict(self):
-        with tree({"plugin_api/src/runtime/attention.cc":
-                   "int64_t f(const at::Tensor& t) { return t.max().item<int64_t>(); }\n"}) as root:
+    def test_cpu_only_folders_are_exempt_and_the_engine_core_is_not(self):
+        body = "int64_t f(const at::Tensor& t) { return t.max().item<int64_t>(); }\n"
+        with tree({"plugin_api/src/runtime/attention.cc": body,
+                   "plugin_api/src/runtime/cpu/kernel.cc": body,
+                   "plugin_api/src/runtime/quant/matrix.cc": body}) as root:
             rc, out, _ = run("--root", root)
-            self.assertEqual(rc, 0)
-            self.assertEqual([w["rule"] for w in out["warnings"]], ["host-read"])
-            rc, out, _ = run("--root", root, "--strict")
             self.assertEqual(rc, 1)
-            self.assertEqual(len(out["errors"]), 1)
+            self.assertEqual([(e["file"], e["rule"]) for e in out["errors"]],
+                             [("plugin_api/src/runtime/attention.cc", "host-read")])
 
     def test_the_helper_is_exempt_and_plugins_are_scanned(self):
         body = "float f(const at::Tensor& t) { return *t.data_ptr<float>(); }\n"

@@ -8,6 +8,7 @@
 #include <chrono>
 #include <filesystem>
 #include <fstream>
+#include <iterator>
 #include <thread>
 
 #include "daemon/plugin_loader.h"
@@ -166,13 +167,86 @@ TEST_F(CatalogTest, BadNewPluginsAreListedWithTheirErrors) {
   EXPECT_NE(snap->FindPipeline("recent"), nullptr);
 }
 
-TEST_F(CatalogTest, DuplicatePluginNameIsServedOnce) {
-  Install(Served("keep_recent"), plugins_ + "/zz_copy.so");
+TEST_F(CatalogTest, APluginMustLiveInAFileOfItsName) {
+  // keep_recent's bytes under another name are refused and never displace keep_recent.so.
+  Install(Served("keep_recent"), plugins_ + "/aa_copy.so");
+  Install(Served("prefill_full"), plugins_ + "/zz_other.so");
   catalog_->Rescan();
-  const json item = PluginItem(catalog_->Snapshot(), "zz_copy.so");
+  auto snap = catalog_->Snapshot();
+  json item = PluginItem(snap, "aa_copy.so");
   EXPECT_EQ(item["ok"], false);
-  EXPECT_NE(item["error"].get<std::string>().find("plugin name 'keep_recent' is already provided"),
-            std::string::npos);
+  EXPECT_NE(item["error"].get<std::string>().find(
+                "its descriptor names plugin 'keep_recent' but the file is named aa_copy.so"),
+            std::string::npos)
+      << item.dump();
+  EXPECT_EQ(PluginItem(snap, "zz_other.so")["ok"], false);
+  EXPECT_EQ(snap->FindPlugin("keep_recent")->info().source_path, plugins_ + "/keep_recent.so");
+  EXPECT_EQ(snap->FindPlugin("prefill_full")->info().source_path, plugins_ + "/prefill_full.so");
+  // The rejected copies do not pile up in the staging folder.
+  EXPECT_TRUE(fs::exists(snap->FindPlugin("keep_recent")->info().staged_path));
+}
+
+TEST_F(CatalogTest, RescansWithoutChangesKeepTheGeneration) {
+  const uint64_t generation = catalog_->Snapshot()->generation();
+  EXPECT_EQ(catalog_->Rescan(), "no changes\n");
+  EXPECT_EQ(catalog_->Rescan(), "no changes\n");
+  EXPECT_EQ(catalog_->Snapshot()->generation(), generation);
+  Install(Fixture("abi_mismatch"), plugins_ + "/keep_recent.so");  // a failing change
+  catalog_->Rescan();
+  const uint64_t after = catalog_->Snapshot()->generation();
+  catalog_->Rescan();
+  EXPECT_EQ(catalog_->Snapshot()->generation(), after);
+}
+
+// The pre-flight: files are first loaded by `siftd --preflight` in a child process; a file
+// that kills that process is refused, and this process (which never maps it) is unaffected.
+TEST(CatalogPreflightTest, FilesThatCrashTheCheckerAreRefused) {
+  sift::testing::TempDir dir;
+  const std::string plugins = dir.File("plugins");
+  fs::create_directories(plugins);
+  for (const char* name : {"prefill_full", "keep_recent"}) {
+    Install(Served(name), plugins + "/" + name + ".so");
+  }
+  std::ifstream in(Served("decode_local"), std::ios::binary);
+  std::string bytes((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  std::ofstream(plugins + "/decode_local.so", std::ios::binary) << bytes.substr(0, 64 << 10);
+  Install(Fixture("aborts_on_load"), plugins + "/aborts_on_load.so");
+  std::ofstream(plugins + "/garbage.so") << std::string(4096, 'x');
+  CatalogOptions options;
+  options.plugins_dir = plugins;
+  options.poll_interval_ms = 0;
+  options.staging_dir = dir.File("staging");
+  options.preflight.command = {SIFT_SIFTD, "--model", "", "--log-level", "error", "--preflight"};
+  options.preflight.file_timeout_ms = 5000;
+  std::vector<std::string> lines;
+  options.log = [&lines](const std::string& level, const json& fields) {
+    lines.push_back(level + " " + fields.value("message", ""));
+  };
+  auto catalog = Catalog::Create(options, nullptr);
+  auto snap = catalog->Snapshot();
+  EXPECT_NE(snap->FindPlugin("prefill_full"), nullptr);
+  EXPECT_NE(snap->FindPlugin("keep_recent"), nullptr);
+  EXPECT_EQ(snap->FindPlugin("decode_local"), nullptr);
+  const json list = snap->List();
+  auto error_of = [&](const std::string& file) {
+    for (const json& p : list["plugins"]) {
+      if (fs::path(p.value("file", "")).filename() == file) return p.value("error", "");
+    }
+    return std::string("(not listed)");
+  };
+  EXPECT_NE(error_of("aborts_on_load.so").find("killed by SIGABRT"), std::string::npos)
+      << error_of("aborts_on_load.so");
+  EXPECT_NE(error_of("aborts_on_load.so").find(plugins + "/aborts_on_load.so"), std::string::npos);
+  const std::string truncated = error_of("decode_local.so");
+  EXPECT_TRUE(truncated.find("SIGBUS") != std::string::npos ||
+              truncated.find("cannot load") != std::string::npos)
+      << truncated;
+  EXPECT_NE(error_of("garbage.so").find("invalid ELF header"), std::string::npos)
+      << error_of("garbage.so");
+  // Only the two files that passed left staged copies.
+  size_t staged = 0;
+  for (const auto& e : fs::directory_iterator(options.staging_dir)) staged += e.is_regular_file();
+  EXPECT_EQ(staged, 2u);
 }
 
 TEST_F(CatalogTest, PipelineFilesComeChangeAndGo) {

@@ -8,6 +8,7 @@
 #include <string>
 #include <vector>
 
+#include "daemon/model_defaults.h"
 #include "sift/error.h"
 #include "support/temp_dir.h"
 
@@ -113,6 +114,29 @@ TEST(PipelineConfigTest, TomlSyntaxErrorNamesTheLine) {
   EXPECT_EQ(error.rfind("pipelines/t.toml:4: ", 0), 0u) << error;
 }
 
+// toml++ 3.3.0 has undefined behaviour on some non-ASCII characters outside comments and
+// string values (found by fuzz_pipeline_toml); the loader refuses them before parsing.
+TEST(PipelineConfigTest, NonAsciiOnlyInCommentsAndStringValues) {
+  const std::string stages =
+      "[[stage]]\nplugin = \"prefill_full\"\n[[stage]]\nplugin = \"decode_local\"\n";
+  PipelineConfig c = ParsePipelineText(
+      "# \xce\x9b mask, caf\xc3\xa9\ndescription = \"caf\xc3\xa9 \xce\x9b\"\n" + stages,
+      "pipelines/u.toml");
+  EXPECT_EQ(c.description, "caf\xc3\xa9 \xce\x9b");
+  for (const std::string& bad : {std::string("\"caf\xc3\xa9\" = 1\n"),     // a quoted key
+                                 std::string("name\xc2\xa7 = \"x\"\n"),    // after a bare key
+                                 std::string("description = \"\"\"\xc3\xa9\"\"\"\n")}) {
+    try {
+      ParsePipelineText(bad + stages, "pipelines/u.toml");
+      ADD_FAILURE() << "accepted: " << bad;
+    } catch (const Error& e) {
+      EXPECT_NE(std::string(e.what()).find("pipelines/u.toml:1: character U+00"),
+                std::string::npos)
+          << e.what();
+    }
+  }
+}
+
 TEST(PipelineConfigTest, UnknownPluginListsTheKnownOnes) {
   EXPECT_EQ(ErrorOf(Chain({"prefill_full", "snapk", "decode_local"})),
             "pipelines/t.toml:5: stage 'snapk': unknown plugin 'snapk' (known: decode_local, "
@@ -141,6 +165,22 @@ TEST(PipelineConfigTest, MissingAndMistypedValues) {
             "\"default\")");
   EXPECT_EQ(ErrorOf("[[stage]]\nplugin = \"prefill_full\"\n[stage.params]\nwhen = 1979-05-27\n"),
             "pipelines/t.toml:4: parameter 'when': dates and times are not supported");
+}
+
+// Found by fuzz_pipeline_toml: without a 'name' the default (the plugin's or the file's name) was
+// checked and the error pointed at the absent key (a null dereference).
+TEST(PipelineConfigTest, InvalidDefaultNamesAreErrorsNotCrashes) {
+  EXPECT_EQ(ErrorOf("[[stage]]\nplugin = \"h2o\xef\xbb\xbf\"\n"),
+            "pipelines/t.toml:1: stage 1: the plugin name (the stage's default name) must be "
+            "[A-Za-z0-9_.-]+");
+  try {
+    ParsePipelineText("[[stage]]\nplugin = \"prefill_full\"\n", "pipelines/my pipe.toml");
+    ADD_FAILURE() << "accepted a file name with a space as the pipeline's name";
+  } catch (const Error& e) {
+    EXPECT_STREQ(e.what(),
+                 "pipelines/my pipe.toml:1: the file name (the pipeline's default name) must be "
+                 "[A-Za-z0-9_.-]+");
+  }
 }
 
 TEST(PipelineConfigTest, EndpointMustBeTcpHostPort) {

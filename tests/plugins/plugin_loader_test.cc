@@ -65,7 +65,8 @@ TEST_F(PluginLoaderTest, EveryLoadGetsItsOwnPath) {
 
 TEST_F(PluginLoaderTest, SourceMayChangeAfterLoading) {
   // The staged copy is what runs: replacing the source file cannot disturb it.
-  const std::string copy = staging_.File("copy_source.so");
+  fs::create_directories(staging_.File("source"));
+  const std::string copy = staging_.File("source/keep_recent.so");
   fs::copy_file(Served("keep_recent"), copy);
   LoadOutcome out = loader_.Load(copy, nullptr);
   ASSERT_NE(out.plugin, nullptr) << out.error;
@@ -106,11 +107,34 @@ TEST_F(PluginLoaderTest, PluginBuiltAgainstOtherHeadersIsRefused) {
       << error;
 }
 
-TEST_F(PluginLoaderTest, NotALibraryIsRefused) {
+TEST_F(PluginLoaderTest, NotALibraryIsRefusedWithTheLoadersOwnMessage) {
   const std::string path = staging_.File("text.so");
-  std::ofstream(path) << "this is not an ELF file\n";
-  const std::string error = LoadError(path);
+  std::ofstream(path) << std::string(4096, 'x');
+  std::string error = LoadError(path);
   EXPECT_NE(error.find(path + ": cannot load: "), std::string::npos) << error;
+  EXPECT_NE(error.find("invalid ELF header"), std::string::npos) << error;  // dlerror()'s
+  std::ofstream(path) << "short\n";
+  error = LoadError(path);
+  EXPECT_NE(error.find("file too short"), std::string::npos) << error;
+  EXPECT_EQ(error.find("No such file or directory"), std::string::npos) << error;
+}
+
+TEST_F(PluginLoaderTest, APluginInAFileOfAnotherNameIsRefused) {
+  const std::string path = staging_.File("prefill_full.so");
+  fs::copy_file(Served("keep_recent"), path);
+  const std::string error = LoadError(path);
+  EXPECT_NE(error.find("its descriptor names plugin 'keep_recent' but the file is named "
+                       "prefill_full.so"),
+            std::string::npos)
+      << error;
+}
+
+TEST_F(PluginLoaderTest, RejectedStagedCopiesAreDeleted) {
+  LoadError(Fixture("abi_mismatch"));
+  LoadError(Fixture("missing_entry"));
+  size_t files = 0;
+  for (const auto& e : fs::directory_iterator(staging_.path())) files += e.is_regular_file();
+  EXPECT_EQ(files, 0u);
 }
 
 TEST_F(PluginLoaderTest, MissingFileIsRefused) {

@@ -9,6 +9,7 @@
 #include <thread>
 
 #include "daemon/catalog.h"
+#include "daemon/model_defaults.h"
 #include "daemon/pipeline_config.h"
 #include "daemon/plugin_loader.h"
 #include "model_fixture.h"

@@ -1,7 +1,8 @@
 // SiftdProcess: the real build/bin/siftd started as a child process for integration tests
-// (model from $SIFT_MODEL unless given, this build's plugins, the repository's pipelines unless
-// overridden by flags in `extra`), bound to ephemeral loopback ports; endpoint() and http() come
-// from its --ready-file. The destructor kills it and removes its temporary folder.
+// (model from $SIFT_MODEL unless given, this build's plugins, the repository's pipelines, a
+// staging folder and ephemeral loopback ports, each unless the same flag is given in `extra`);
+// endpoint() and http() come from its --ready-file. The destructor kills it and removes its
+// temporary folder.
 //
 // Header-only; needs SIFT_BINARY_DIR / SIFT_SOURCE_DIR (sift_add_test defines both).
 #ifndef SIFT_TESTS_SUPPORT_SIFTD_PROCESS_H_
@@ -12,6 +13,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstdlib>
 #include <filesystem>
@@ -58,6 +60,15 @@ class SiftdProcess {
                                      "--threads",
                                      "2"};
     std::filesystem::create_directories(dir_ / "staging");
+    // A flag given in `extra` replaces its default (program_options refuses duplicates).
+    for (size_t i = 1; i + 1 < args.size();) {
+      if (std::find(extra.begin(), extra.end(), args[i]) != extra.end()) {
+        args.erase(args.begin() + static_cast<std::ptrdiff_t>(i),
+                   args.begin() + static_cast<std::ptrdiff_t>(i) + 2);
+      } else {
+        i += args[i].rfind("--", 0) == 0 ? 2 : 1;
+      }
+    }
     args.insert(args.end(), extra.begin(), extra.end());
     pid_ = ::fork();
     if (pid_ == 0) {
@@ -116,6 +127,10 @@ class SiftdProcess {
   std::string endpoint() const { return ready_json_["endpoints"][0]; }
   std::string http() const { return ready_json_["http"]; }
   std::string log() const { return ReadAll(log_); }
+  // The test's own folder (removed with the process) and the default staging folder in it.
+  std::string dir() const { return dir_.string(); }
+  std::string staging() const { return (dir_ / "staging").string(); }
+  const nlohmann::json& ready() const { return ready_json_; }
   pid_t pid() const { return pid_; }
 
  private:

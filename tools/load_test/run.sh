@@ -2,7 +2,7 @@
 # Daemon load test. Writes docs/results/daemon-load.md from three runs, each against a fresh
 # daemon on loopback (ephemeral ports):
 #   1. build/bin/siftd with the model, pipeline "recent" (prefill_full -> keep_recent ->
-#      decode_local), 32 clients x 20 requests, while the keep_recent plugin is hot-swapped
+#      decode_local), 64 clients x 20 requests, while the keep_recent plugin is hot-swapped
 #      twice (v1 -> v2 -> v1: the other build is copied beside the served file, renamed over
 #      it, then SIGHUP);
 #   2. the same daemon without swaps (16 x 10, three rounds), as the RSS control;
@@ -130,7 +130,7 @@ $(basename "$MODEL"), bf16 on CPU, \`siftd --workers 1 --queue-size 64\`. Date: 
 HEAD
 
 start_siftd
-"${LOAD[@]}" "${MODEL_LOAD[@]}" --clients 32 --requests 20 --swap-hook "$TMP/swap.sh" \
+"${LOAD[@]}" "${MODEL_LOAD[@]}" --clients 64 --requests 20 --swap-hook "$TMP/swap.sh" \
   --out "$SECTIONS" --summary-row "$ROWS" \
   --label "1. siftd with the model, two plugin hot swaps during the load" || rc=$?
 stop_daemon
@@ -170,8 +170,8 @@ cat >> "$OUT" <<'TAIL'
   end to end, run 3, where the backend does no work, so its client round trip is protocol +
   dispatch + ZeroMQ + loopback TCP. Target: p99 < 2 ms.
 - With the model, throughput is bound by the single inference worker on a 2-core machine; the
-  queue wait dominates e2e by design (32 clients, 1 worker). Ping and transport tails under
-  load reflect CPU contention between LibTorch's threads, the 33 client threads of the load
+  queue wait dominates e2e by design (64 clients in run 1, 1 worker). Ping and transport tails under
+  load reflect CPU contention between LibTorch's threads, the 65 client threads of the load
   tool and the I/O thread on 2 cores, not queueing in the daemon (idle pings are sub-ms).
 - **RSS**: plugin libraries are never unloaded (daemon/catalog.h: a hot-swapped generation
   stays mapped), so each swap adds the loaded copy's footprint. Run 2 (no swaps) measures RSS

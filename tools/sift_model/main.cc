@@ -1,15 +1,17 @@
 // sift-model: inspect a model and run it from the command line.
 //
-//   sift-model info       MODEL                      metadata and tensor table
-//   sift-model tokenize   MODEL --text T [--no-special]   ids as JSON
-//   sift-model detokenize MODEL --ids 1,2,3          text
-//   sift-model logits     MODEL (--text T | --chat M) [--top-k 10]   last-position top-k, JSON
-//   sift-model generate   MODEL (--prompt T | --chat M) [sampling]   streams text, timing on stderr
+//   sift-model info       MODEL                              metadata, tensor table, engine kernels
+//   sift-model tokenize   MODEL (--text T | --chat M | stdin) ids as JSON
+//   sift-model detokenize MODEL (--ids 1,2,3 | stdin)         text
+//   sift-model logits     MODEL (--text T | --chat M | --ids) last-position top-k, JSON
+//   sift-model generate   MODEL (--prompt T | --chat M)       streams text, timing on stderr
 //
-// Common options: --dtype bf16|fp32, --device cpu|cuda, --threads N. Sampling: --max-tokens N
-// --temperature T --top-k K --top-p P --seed S --stop STR (repeatable) --system TEXT.
+// `sift-model --help` lists every option.
+#include <boost/program_options.hpp>
+
 #include <chrono>
 #include <cstdio>
+#include <filesystem>
 #include <iostream>
 #include <map>
 #include <nlohmann/json.hpp>
@@ -23,6 +25,9 @@
 #include "sift/gguf.h"
 #include "sift/host.h"
 #include "sift/model.h"
+#include "sift/quantized_matrix.h"
+
+namespace po = boost::program_options;
 
 namespace {
 
@@ -31,50 +36,57 @@ double MsSince(Clock::time_point t) {
   return std::chrono::duration<double, std::milli>(Clock::now() - t).count();
 }
 
+constexpr const char* kUsage =
+    "usage: sift-model COMMAND MODEL [options]\n"
+    "\n"
+    "commands:\n"
+    "  info        GGUF metadata and tensor table, the model's shape, and the engine's kernels\n"
+    "              for the chosen --dtype/--weights/--device (loads the model)\n"
+    "  tokenize    token ids of --text (or --chat, rendered with the chat template, or stdin)\n"
+    "  detokenize  text of --ids (or stdin)\n"
+    "  logits      top-k logits at the last position of the prompt\n"
+    "  generate    streams the answer; load/prefill/decode timing on stderr\n"
+    "\n"
+    "MODEL is a GGUF file or a Hugging Face directory (config.json + safetensors).\n";
+
 struct Args {
   std::string command, model;
-  std::map<std::string, std::vector<std::string>> options;
-  std::vector<std::string> flags;
+  po::variables_map vm;
 
-  bool Has(const std::string& k) const { return options.count(k) > 0; }
-  bool Flag(const std::string& k) const {
-    return std::find(flags.begin(), flags.end(), k) != flags.end();
+  bool Has(const char* k) const { return vm.count(k) > 0; }
+  template <typename T>
+  T Get(const char* k) const {
+    return vm[k].as<T>();
   }
-  std::string Get(const std::string& k, const std::string& fallback = "") const {
-    auto it = options.find(k);
-    return it == options.end() ? fallback : it->second.back();
-  }
+  std::string Text(const char* k) const { return Has(k) ? Get<std::string>(k) : ""; }
 };
 
-const char* kUsage =
-    "usage: sift-model info|tokenize|detokenize|logits|generate MODEL [options]\n"
-    "  --text T | --prompt T | --chat MESSAGE [--system TEXT] | --ids 1,2,3\n"
-    "  --no-special  --top-k K  --dtype bf16|fp32  --device cpu|cuda  --threads N\n"
-    "  --max-tokens N  --temperature T  --top-p P  --seed S  --stop STR\n";
-
-Args ParseArgs(int argc, char** argv) {
-  static const std::vector<std::string> kFlags = {"--no-special", "--ignore-eos", "--help"};
-  Args a;
-  std::vector<std::string> positional;
-  for (int i = 1; i < argc; ++i) {
-    std::string s = argv[i];
-    if (s.rfind("--", 0) == 0) {
-      if (std::find(kFlags.begin(), kFlags.end(), s) != kFlags.end()) {
-        a.flags.push_back(s);
-      } else {
-        SIFT_CHECK(i + 1 < argc, "option ", s, " needs a value");
-        a.options[s].push_back(argv[++i]);
-      }
-    } else {
-      positional.push_back(s);
-    }
-  }
-  SIFT_CHECK(positional.size() == 2 || a.Flag("--help"), kUsage);
-  if (positional.size() == 2) {
-    a.command = positional[0];
-    a.model = positional[1];
-  }
-  return a;
+po::options_description Options() {
+  po::options_description o("options");
+  // clang-format off
+  o.add_options()
+      ("help,h", "print this help")
+      ("text", po::value<std::string>(), "prompt text (tokenize, logits)")
+      ("prompt", po::value<std::string>(), "prompt text (same as --text)")
+      ("chat", po::value<std::string>(), "a user message, rendered with the model's chat template")
+      ("system", po::value<std::string>(), "a system message for --chat")
+      ("ids", po::value<std::string>(), "token ids, e.g. 1,2,3 or [1, 2, 3]")
+      ("no-special", po::bool_switch(), "tokenize special-token text as plain text")
+      ("top-k", po::value<int64_t>()->default_value(0),
+       "logits: how many to print (0 = 10); generate: top-k sampling (0 = off)")
+      ("dtype", po::value<std::string>()->default_value("bf16"), "bf16 | fp32")
+      ("weights", po::value<std::string>()->default_value("native"),
+       "native (GGUF blocks for decode-sized products on the CPU) | dense")
+      ("device", po::value<std::string>()->default_value("cpu"), "cpu | cuda | cuda:N")
+      ("threads", po::value<int>()->default_value(0), "CPU threads (0 = all cores)")
+      ("max-tokens", po::value<int64_t>()->default_value(128), "generate: tokens at most")
+      ("temperature", po::value<double>()->default_value(0.0), "generate: 0 = greedy")
+      ("top-p", po::value<double>()->default_value(1.0), "generate: nucleus sampling")
+      ("seed", po::value<uint64_t>()->default_value(0), "generate: sampling seed")
+      ("stop", po::value<std::vector<std::string>>(), "generate: stop string (repeatable)")
+      ("ignore-eos", po::bool_switch(), "generate: keep going past end-of-generation tokens");
+  // clang-format on
+  return o;
 }
 
 std::vector<sift::TokenId> ParseIds(const std::string& s) {
@@ -82,30 +94,61 @@ std::vector<sift::TokenId> ParseIds(const std::string& s) {
   std::string cleaned;
   for (char c : s) cleaned += (c == '[' || c == ']' || c == ',') ? ' ' : c;
   std::istringstream in(cleaned);
-  long v;
-  while (in >> v) ids.push_back(static_cast<sift::TokenId>(v));
+  std::string word;
+  while (in >> word) {
+    size_t used = 0;
+    long v = -1;
+    try {
+      v = std::stol(word, &used);
+    } catch (const std::exception&) {
+    }
+    SIFT_CHECK(used == word.size() && v >= 0, "--ids: '", word, "' is not a token id");
+    ids.push_back(static_cast<sift::TokenId>(v));
+  }
   return ids;
 }
 
-// The prompt as ids: --ids, --chat (rendered with the model's chat template) or --text/--prompt.
-std::vector<sift::TokenId> PromptIds(const sift::Model& model, const Args& a) {
-  if (a.Has("--ids")) return ParseIds(a.Get("--ids"));
+std::string ReadStdin() {
+  std::stringstream ss;
+  ss << std::cin.rdbuf();
+  return ss.str();
+}
+
+// The prompt as ids: --ids, --chat (rendered with the model's chat template) or --text/--prompt
+// (with the model's BOS when it wants one). `from_stdin`: read the text from stdin when none is
+// given (tokenize).
+std::vector<sift::TokenId> PromptIds(const sift::Model& model, const Args& a, bool from_stdin) {
+  if (a.Has("ids")) return ParseIds(a.Text("ids"));
   const sift::Tokenizer& tok = model.tokenizer();
-  if (a.Has("--chat")) {
+  if (a.Has("chat")) {
     std::vector<sift::ChatMessage> messages;
-    if (a.Has("--system")) messages.push_back({"system", a.Get("--system")});
-    messages.push_back({"user", a.Get("--chat")});
+    if (a.Has("system")) messages.push_back({"system", a.Text("system")});
+    messages.push_back({"user", a.Text("chat")});
     return tok.Encode(tok.chat_template().Render(messages, /*add_generation_prompt=*/true));
   }
-  std::string text = a.Has("--text") ? a.Get("--text") : a.Get("--prompt");
-  SIFT_CHECK(!text.empty(), "give --text, --prompt, --chat or --ids");
-  std::vector<sift::TokenId> ids = tok.Encode(text, !a.Flag("--no-special"));
+  std::string text = a.Has("text") ? a.Text("text") : a.Text("prompt");
+  if (!a.Has("text") && !a.Has("prompt")) {
+    SIFT_CHECK(from_stdin, "give --text, --prompt, --chat or --ids");
+    text = ReadStdin();
+  }
+  std::vector<sift::TokenId> ids = tok.Encode(text, !a.Get<bool>("no-special"));
   if (tok.add_bos() && tok.bos_id() >= 0) ids.insert(ids.begin(), tok.bos_id());
   return ids;
 }
 
-int Info(const Args& a) {
-  std::unique_ptr<sift::GgufFile> f = sift::GgufFile::Open(a.model);
+std::shared_ptr<const sift::Model> LoadModel(const Args& a) {
+  sift::ModelOptions options;
+  // Every option is checked before the (slow) load.
+  options.dtype = sift::ParseDtype(a.Get<std::string>("dtype"));
+  options.weights = sift::ParseWeightFormat(a.Get<std::string>("weights"));
+  options.device = sift::ParseDevice(a.Get<std::string>("device"));
+  options.threads = a.Get<int>("threads");
+  sift::ConfigureThreads(options.threads);
+  return sift::Model::Load(a.model, options);
+}
+
+void PrintGguf(const std::string& path) {
+  std::unique_ptr<sift::GgufFile> f = sift::GgufFile::Open(path);
   std::printf("file: %s\nversion: %u\nalignment: %llu\nsize: %llu bytes\n", f->path().c_str(),
               f->version(), static_cast<unsigned long long>(f->alignment()),
               static_cast<unsigned long long>(f->file_size()));
@@ -126,7 +169,13 @@ int Info(const Args& a) {
   std::printf("tensor types:");
   for (const auto& [name, count] : per_type) std::printf(" %s=%d", name.c_str(), count);
   std::printf("\n");
-  sift::ModelConfig c = sift::ModelConfig::FromGguf(*f);
+}
+
+int Info(const Args& a) {
+  if (!std::filesystem::is_directory(a.model)) PrintGguf(a.model);
+  const auto t0 = Clock::now();
+  std::shared_ptr<const sift::Model> model = LoadModel(a);
+  const sift::ModelConfig& c = model->config();
   std::printf(
       "model: %s arch=%s layers=%lld hidden=%lld ff=%lld heads=%lld kv_heads=%lld head_dim=%lld "
       "ctx=%lld rope_theta=%g vocab=%lld tied=%d\n",
@@ -134,49 +183,36 @@ int Info(const Args& a) {
       (long long)c.intermediate_size, (long long)c.num_heads, (long long)c.num_kv_heads,
       (long long)c.head_dim, (long long)c.context_length, c.rope_theta, (long long)c.vocab_size,
       c.tied_embeddings ? 1 : 0);
+  std::printf("engine: device=%s dtype=%s weights=%s cpu=%s (detected %s) load=%.0f ms\n",
+              model->options().device.str().c_str(), sift::DtypeName(model->options().dtype),
+              model->native_weights() ? "native" : "dense", sift::CpuIsaName(sift::DefaultCpuIsa()),
+              sift::CpuIsaName(sift::DetectedCpuIsa()), MsSince(t0));
+  std::printf("kernels: %s\n", model->KernelSummary().c_str());
   return 0;
-}
-
-std::shared_ptr<const sift::Model> LoadModel(const Args& a) {
-  sift::ModelOptions options;
-  options.dtype = sift::ParseDtype(a.Get("--dtype", "bf16"));
-  options.threads = std::stoi(a.Get("--threads", "0"));
-  options.device = sift::ParseDevice(a.Get("--device", "cpu"));
-  sift::ConfigureThreads(options.threads);
-  return sift::Model::Load(a.model, options);
 }
 
 int Tokenize(const Args& a) {
   auto model = LoadModel(a);
-  std::string text = a.Has("--text") ? a.Get("--text") : "";
-  if (!a.Has("--text")) {
-    std::stringstream ss;
-    ss << std::cin.rdbuf();
-    text = ss.str();
-  }
-  nlohmann::json ids = model->tokenizer().Encode(text, !a.Flag("--no-special"));
+  const nlohmann::json ids = PromptIds(*model, a, /*from_stdin=*/true);
   std::cout << ids.dump() << "\n";
   return 0;
 }
 
 int Detokenize(const Args& a) {
   auto model = LoadModel(a);
-  std::string spec = a.Get("--ids");
-  if (spec.empty()) {
-    std::stringstream ss;
-    ss << std::cin.rdbuf();
-    spec = ss.str();
-  }
+  const std::string spec = a.Has("ids") ? a.Text("ids") : ReadStdin();
   std::cout << model->tokenizer().Decode(ParseIds(spec)) << "\n";
   return 0;
 }
 
 int Logits(const Args& a) {
   auto model = LoadModel(a);
-  std::vector<sift::TokenId> ids = PromptIds(*model, a);
+  std::vector<sift::TokenId> ids = PromptIds(*model, a, /*from_stdin=*/false);
+  SIFT_CHECK(!ids.empty(), "the prompt has no tokens");
   sift::KvCache cache = model->NewCache();
   at::Tensor logits = model->Forward(ids, 0, cache);
-  auto [values, indices] = logits.topk(std::stoi(a.Get("--top-k", "10")));
+  const int64_t k = a.Get<int64_t>("top-k") > 0 ? a.Get<int64_t>("top-k") : 10;
+  auto [values, indices] = logits.topk(std::min<int64_t>(k, logits.size(-1)));
   nlohmann::json out;
   out["n_tokens"] = ids.size();
   out["dtype"] = sift::DtypeName(model->options().dtype);
@@ -184,9 +220,8 @@ int Logits(const Args& a) {
   const std::vector<int64_t> top_ids = sift::HostInts(indices);
   const at::Tensor host_values = sift::ToHost(values);
   const float* v = host_values.data_ptr<float>();  // host: ToHost'd
-  const std::vector<float> top_values(v, v + host_values.numel());
   out["top_ids"] = top_ids;
-  out["top_logits"] = top_values;
+  out["top_logits"] = std::vector<float>(v, v + host_values.numel());
   std::vector<std::string> pieces;
   for (int64_t id : top_ids) pieces.push_back(model->tokenizer().TokenBytes(id));
   out["top_tokens"] = pieces;
@@ -198,22 +233,24 @@ int Generate(const Args& a) {
   const auto t_load = Clock::now();
   auto model = LoadModel(a);
   const double load_ms = MsSince(t_load);
-  std::vector<sift::TokenId> ids = PromptIds(*model, a);
+  std::vector<sift::TokenId> ids = PromptIds(*model, a, /*from_stdin=*/false);
+  SIFT_CHECK(!ids.empty(), "the prompt has no tokens");
   SIFT_CHECK(static_cast<int64_t>(ids.size()) < model->config().context_length, "prompt of ",
              ids.size(), " tokens does not fit the model's context of ",
              model->config().context_length);
 
   sift::GenerationOptions g;
-  g.max_tokens = std::stoll(a.Get("--max-tokens", "128"));
-  g.sampling.temperature = std::stod(a.Get("--temperature", "0"));
-  g.sampling.top_k = std::stoll(a.Get("--top-k", "0"));
-  g.sampling.top_p = std::stod(a.Get("--top-p", "1"));
-  g.sampling.seed = std::stoull(a.Get("--seed", "0"));
-  g.ignore_eog = a.Flag("--ignore-eos");
-  if (a.Has("--stop")) g.stop_strings = a.options.at("--stop");
+  g.max_tokens = a.Get<int64_t>("max-tokens");
+  g.sampling.temperature = a.Get<double>("temperature");
+  g.sampling.top_k = a.Get<int64_t>("top-k");
+  g.sampling.top_p = a.Get<double>("top-p");
+  g.sampling.seed = a.Get<uint64_t>("seed");
+  g.ignore_eog = a.Get<bool>("ignore-eos");
+  if (a.Has("stop")) g.stop_strings = a.Get<std::vector<std::string>>("stop");
 
   const auto t0 = Clock::now();
   sift::KvCache cache = model->NewCache();
+  cache.set_headroom(g.max_tokens);
   at::Tensor logits = model->Forward(ids, 0, cache);
   const double prefill_ms = MsSince(t0);
   sift::GenerationResult r = sift::Generate(
@@ -227,11 +264,12 @@ int Generate(const Args& a) {
   const double n = static_cast<double>(r.tokens.size());
   std::fprintf(stderr,
                "[sift-model] load %.0f ms | prompt %zu tokens, prefill %.1f ms (%.0f tok/s) | "
-               "%zu tokens generated in %.1f ms (%.1f ms/token) | finish=%s | kv %.2f MiB | %s\n",
+               "%zu tokens generated in %.1f ms (%.1f ms/token) | finish=%s | kv %.2f MiB | %s | "
+               "%s\n",
                load_ms, ids.size(), prefill_ms, ids.size() / (prefill_ms / 1000.0),
                r.tokens.size(), r.decode_ms, n > 0 ? r.decode_ms / n : 0.0,
                sift::FinishReasonName(r.finish), cache.Bytes() / 1048576.0,
-               sift::DtypeName(model->options().dtype));
+               sift::DtypeName(model->options().dtype), model->KernelSummary().c_str());
   return 0;
 }
 
@@ -240,20 +278,38 @@ int Generate(const Args& a) {
 int main(int argc, char** argv) {
   sift::ConfigureThreadEnvironment(argv);
   try {
-    Args a = ParseArgs(argc, argv);
-    if (a.Flag("--help")) {
-      std::fputs(kUsage, stdout);
+    po::options_description visible = Options();
+    po::options_description all = Options();
+    all.add_options()("command", po::value<std::string>(), "")("model", po::value<std::string>(),
+                                                                "");
+    po::positional_options_description positional;
+    positional.add("command", 1).add("model", 1);
+    Args a;
+    po::store(po::command_line_parser(argc, argv).options(all).positional(positional).run(),
+              a.vm);
+    po::notify(a.vm);
+    if (a.Has("help")) {
+      std::cout << kUsage << "\n" << visible << "\n";
       return 0;
     }
+    if (!a.Has("command") || !a.Has("model")) {
+      std::cerr << kUsage << "(sift-model --help lists the options)\n";
+      return 2;
+    }
+    a.command = a.Text("command");
+    a.model = a.Text("model");
     if (a.command == "info") return Info(a);
     if (a.command == "tokenize") return Tokenize(a);
     if (a.command == "detokenize") return Detokenize(a);
     if (a.command == "logits") return Logits(a);
     if (a.command == "generate") return Generate(a);
-    std::fprintf(stderr, "unknown command '%s'\n%s", a.command.c_str(), kUsage);
+    std::cerr << "sift-model: unknown command '" << a.command << "'\n" << kUsage;
+    return 2;
+  } catch (const po::error& e) {
+    std::cerr << "sift-model: " << e.what() << " (sift-model --help lists the options)\n";
     return 2;
   } catch (const std::exception& e) {
-    std::fprintf(stderr, "sift-model: error: %s\n", e.what());
+    std::cerr << "sift-model: error: " << e.what() << "\n";
     return 1;
   }
 }

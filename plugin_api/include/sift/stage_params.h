@@ -8,6 +8,12 @@
 //   integer in [1, 4096], got -3
 // After construction the daemon rejects keys nobody read (typos), with the same kind of message.
 //
+// Cost cap: per-request overrides (origin "request") come from untrusted clients, and some
+// parameters set how much work a stage does (a chunk of 1 token runs the model once per
+// token). A stage declares, with such a parameter, the narrower range a request may use
+// (RequestCap); pipeline files, written by the operator, may use the full range. A request
+// outside the cap fails with a message that names the key, the cap and why.
+//
 // THREADING: not thread-safe (records which keys were read); one instance per stage instance.
 #ifndef SIFT_STAGE_PARAMS_H_
 #define SIFT_STAGE_PARAMS_H_
@@ -21,6 +27,13 @@
 #include <vector>
 
 namespace sift {
+
+// The part of an integer parameter's range a per-request override may use.
+struct RequestCap {
+  int64_t min = INT64_MIN;
+  int64_t max = INT64_MAX;
+  bool allow_zero = false;  // 0 ("off", e.g. no chunking) is allowed besides [min, max]
+};
 
 class StageParams {
  public:
@@ -36,6 +49,9 @@ class StageParams {
   // Getters: the fallback is returned when the key is absent. Range bounds are inclusive.
   int64_t GetInt(const std::string& key, int64_t fallback, int64_t min = INT64_MIN,
                  int64_t max = INT64_MAX) const;
+  // Same, and a value set by a request must also be within `cap` (see Cost cap above).
+  int64_t GetInt(const std::string& key, int64_t fallback, int64_t min, int64_t max,
+                 const RequestCap& cap) const;
   double GetDouble(const std::string& key, double fallback, double min = -1e300,
                    double max = 1e300) const;
   bool GetBool(const std::string& key, bool fallback) const;
@@ -47,6 +63,9 @@ class StageParams {
   // Required variants throw when absent.
   int64_t RequireInt(const std::string& key, int64_t min = INT64_MIN, int64_t max = INT64_MAX) const;
 
+  // True when `key`'s value came from a per-request override (origin "request").
+  bool FromRequest(const std::string& key) const;
+
   // Keys that were set but never read.
   std::vector<std::string> UnreadKeys() const;
   // Throws sift::Error naming the location of `key` (for checks across several keys).
@@ -55,6 +74,8 @@ class StageParams {
   const std::string& stage() const { return stage_; }
   const std::string& plugin() const { return plugin_; }
   const std::string& file() const { return file_; }
+  // The origin of per-request overrides (what the daemon passes to Set).
+  static constexpr const char* kRequestOrigin = "request";
   // All values, e.g. for forwarding to a remote worker.
   nlohmann::json ToJson() const;
 

@@ -1,6 +1,7 @@
 // StageParams: typed getters with range checks and errors that name where a value came from.
 #include "sift/stage_params.h"
 
+#include <algorithm>
 #include <cmath>
 #include <sstream>
 
@@ -80,6 +81,23 @@ int64_t StageParams::GetInt(const std::string& key, int64_t fallback, int64_t mi
     Fail(key, "expected " + IntRange(min, max) + ", got " + e->value.dump());
   }
   return v;
+}
+
+int64_t StageParams::GetInt(const std::string& key, int64_t fallback, int64_t min, int64_t max,
+                            const RequestCap& cap) const {
+  const int64_t v = GetInt(key, fallback, min, max);
+  if (!FromRequest(key) || (v >= cap.min && v <= cap.max) || (cap.allow_zero && v == 0)) {
+    return v;
+  }
+  Fail(key, std::string("a request may set ") + (cap.allow_zero ? "0 or " : "") +
+                IntRange(std::max(min, cap.min), std::min(max, cap.max)) +
+                " (the cost cap on per-request overrides; a pipeline file may set " +
+                IntRange(min, max) + "), got " + std::to_string(v));
+}
+
+bool StageParams::FromRequest(const std::string& key) const {
+  auto it = values_.find(key);
+  return it != values_.end() && it->second.origin == kRequestOrigin;
 }
 
 int64_t StageParams::RequireInt(const std::string& key, int64_t min, int64_t max) const {
