@@ -6,6 +6,7 @@
 #include <condition_variable>
 #include <filesystem>
 #include <fstream>
+#include <iterator>
 #include <map>
 #include <mutex>
 #include <sstream>
@@ -318,9 +319,20 @@ class CatalogImpl : public Catalog {
     return map;
   }
 
+  // <pipelines>/models (model_defaults.h); "" without a pipelines folder.
+  std::string ModelDefaultsFolder() const {
+    return options_.pipelines_dir.empty() ? "" : options_.pipelines_dir + "/models";
+  }
+
   bool ScanPipelines(const PluginMap& plugins, bool revalidate, std::vector<std::string>& summary) {
     bool changed = false;
     const std::vector<std::string> files = ListFiles(options_.pipelines_dir, ".toml");
+    // Model defaults files (model_defaults.h) are part of every pipeline's meaning.
+    std::string defaults;
+    for (const std::string& f : ListFiles(ModelDefaultsFolder(), ".toml")) {
+      std::ifstream in(f, std::ios::binary);
+      defaults += f + '\0' + std::string(std::istreambuf_iterator<char>(in), {}) + '\0';
+    }
     for (auto it = pipelines_.begin(); it != pipelines_.end();) {
       if (std::find(files.begin(), files.end(), it->first) == files.end()) {
         Log("info", {{"event", "pipeline_removed"}, {"file", it->first}}, summary,
@@ -336,7 +348,7 @@ class CatalogImpl : public Catalog {
       if (!in) continue;
       std::ostringstream text;
       text << in.rdbuf();
-      const std::string hash = HashBytes(text.str());
+      const std::string hash = HashBytes(text.str() + defaults);
       PipelineEntry& entry = pipelines_[file];
       if (hash == entry.hash && !revalidate) continue;
       const bool content_changed = hash != entry.hash;
@@ -433,7 +445,8 @@ class CatalogImpl : public Catalog {
   std::string Fingerprint() const {
     std::ostringstream os;
     for (const auto& [dir, ext] : {std::pair<std::string, std::string>{options_.plugins_dir, ".so"},
-                                   {options_.pipelines_dir, ".toml"}}) {
+                                   {options_.pipelines_dir, ".toml"},
+                                   {ModelDefaultsFolder(), ".toml"}}) {
       for (const std::string& f : ListFiles(dir, ext)) {
         FileStamp s;
         Stamp(f, &s);

@@ -1,5 +1,7 @@
 #include "daemon/pipeline_config.h"
 
+#include "daemon/model_defaults.h"
+
 #include "sift/error.h"
 
 namespace sift::daemon {
@@ -69,6 +71,16 @@ std::vector<ResolvedStage> ValidatePipeline(const PipelineConfig& config, const 
       const StageConfig& s = config.stages[i];
       Fail(s.where, "stage '" + s.label + "' (" + StageKindName(kinds[i]) + " " + s.plugin +
                         "): " + problem);
+    }
+  }
+  // The loaded model's defaults (<folder of the file>/models, model_defaults.h) fill the keys the
+  // file does not set; they become part of the stage's parameters, so remote hops carry them too.
+  if (model != nullptr) {
+    const std::vector<ModelDefaults> all = LoadModelDefaults(ModelDefaultsDir(config.file));
+    if (const ModelDefaults* defaults = MatchModelDefaults(all, model->config())) {
+      for (ResolvedStage& stage : resolved) {
+        ApplyModelDefaults(*defaults, stage.config.plugin, &stage.config.params);
+      }
     }
   }
   if (model != nullptr) {

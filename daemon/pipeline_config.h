@@ -9,6 +9,9 @@
 // Every error names the place: "pipelines/x.toml:12: stage 'select': unknown plugin 'snapk'
 // (known: ...)"; parameter errors come from StageParams with the key's own line.
 //
+// Per-model defaults (model_defaults.h): validation with a model reads <folder of the file>/
+// models/*.toml and fills each stage's unset keys from the file matching that model.
+//
 // THREADING: pure functions. ERRORS: throw sift::Error.
 #ifndef SIFT_DAEMON_PIPELINE_CONFIG_H_
 #define SIFT_DAEMON_PIPELINE_CONFIG_H_
@@ -32,7 +35,7 @@ struct ResolvedStage {
 using PluginMap = std::map<std::string, std::shared_ptr<const Plugin>>;
 
 // Checks plugins, kind order and (when `model` is not null) parameters; returns the stages
-// bound to their plugins.
+// bound to their plugins, with the model's defaults applied when `model` is not null.
 std::vector<ResolvedStage> ValidatePipeline(const PipelineConfig& config, const PluginMap& plugins,
                                             const Model* model);
 

@@ -10,6 +10,7 @@
 #include <set>
 #include <sstream>
 
+#include "daemon/toml_json.h"
 #include "sift/error.h"
 
 namespace sift::daemon {
@@ -56,24 +57,6 @@ std::string OptionalString(const std::string& file, const toml::table& table, co
   return node->as_string()->get();
 }
 
-json ToJson(const std::string& file, const toml::node& node, const std::string& key) {
-  if (auto v = node.as_integer()) return v->get();
-  if (auto v = node.as_floating_point()) return v->get();
-  if (auto v = node.as_boolean()) return v->get();
-  if (auto v = node.as_string()) return v->get();
-  if (auto a = node.as_array()) {
-    json out = json::array();
-    for (const toml::node& e : *a) out.push_back(ToJson(file, e, key));
-    return out;
-  }
-  if (auto t = node.as_table()) {
-    json out = json::object();
-    for (auto&& [k, v] : *t) out[std::string(k.str())] = ToJson(file, v, key);
-    return out;
-  }
-  Fail(At(file, node), "parameter '" + key + "': dates and times are not supported");
-}
-
 StageConfig ParseStage(const std::string& file, const toml::table& t, size_t index) {
   StageConfig s;
   s.where = At(file, t);
@@ -110,7 +93,7 @@ StageConfig ParseStage(const std::string& file, const toml::table& t, size_t ind
     if (table == nullptr) Fail(At(file, *params), in_stage + "key 'params' must be a table");
     for (auto&& [key, value] : *table) {
       const std::string k(key.str());
-      s.params.Set(k, ToJson(file, value, k), At(file, value));
+      s.params.Set(k, TomlToJson(file, value, k), At(file, value));
     }
   }
   return s;

@@ -57,6 +57,10 @@ std::shared_ptr<const Model> LoadModel(const DaemonOptions& o) {
   ConfigureThreads(o.threads);
   const auto start = std::chrono::steady_clock::now();
   auto model = Model::Load(o.model, mo);
+  // Every request is tokenized here and decoding detokenizes: refuse at start, not per request.
+  SIFT_CHECK(model->has_tokenizer(), o.model,
+             ": no tokenizer; a Hugging Face directory needs tokenizer.json (with "
+             "tokenizer_config.json for the chat template)");
   LogInfo(
       "model_loaded",
       {{"path", o.model},

@@ -5,7 +5,10 @@
 #include <gtest/gtest.h>
 
 #include <fstream>
+#include <string>
+#include <vector>
 
+#include "daemon/model_defaults.h"
 #include "sift/error.h"
 #include "support/temp_dir.h"
 
@@ -241,6 +244,116 @@ TEST(PipelineConfigTest, ShippedPipelinesParse) {
     EXPECT_EQ(c.stages.front().plugin, "prefill_full");
     EXPECT_EQ(c.stages.back().plugin, "decode_local");
   }
+}
+
+// ---- per-model defaults (daemon/model_defaults.h) ------------------------------------------
+
+ModelConfig Config(const std::string& arch, int64_t layers, int64_t hidden, std::string name) {
+  ModelConfig c;
+  c.architecture = arch;
+  c.num_layers = layers;
+  c.hidden_size = hidden;
+  c.name = std::move(name);
+  return c;
+}
+
+void Write(const std::string& path, const std::string& text) { std::ofstream(path) << text; }
+
+std::string DefaultsError(const std::string& text) {
+  sift::testing::TempDir dir;
+  Write(dir.File("m.toml"), text);
+  try {
+    LoadModelDefaults(dir.path());
+    return "";
+  } catch (const std::exception& e) {
+    return e.what();
+  }
+}
+
+TEST(ModelDefaultsTest, MatchingAndPrecedence) {
+  sift::testing::TempDir dir;
+  Write(dir.File("a.toml"),
+        "description = \"A\"\n[match]\narchitecture = \"qwen2\"\nnum_layers = 24\n"
+        "[gemfilter]\nlayer = 12\ntopk = 512\n[ilre]\nretrieval_layer = 5\n");
+  Write(dir.File("b.toml"),
+        "[match]\narchitecture = \"llama\"\nhidden_size = 576\nname = \"smollm2\"\n"
+        "[gemfilter]\nlayer = 15\n");
+  Write(dir.File("notes.txt"), "not a defaults file");
+  const std::vector<ModelDefaults> all = LoadModelDefaults(dir.path());
+  ASSERT_EQ(all.size(), 2u);
+  EXPECT_EQ(all[0].description, "A");
+  EXPECT_EQ(MatchModelDefaults(all, Config("qwen2", 24, 896, "Qwen2.5 Coder")), &all[0]);
+  EXPECT_EQ(MatchModelDefaults(all, Config("qwen2", 28, 896, "Qwen2.5 7B")), nullptr);
+  EXPECT_EQ(MatchModelDefaults(all, Config("llama", 30, 576, "SmolLM2 135M Instruct")), &all[1]);
+  EXPECT_EQ(MatchModelDefaults(all, Config("llama", 30, 576, "Other")), nullptr);  // name
+  EXPECT_EQ(MatchModelDefaults(LoadModelDefaults(dir.File("absent")), Config("llama", 1, 1, "")),
+            nullptr);
+
+  // Keys the stage already has (pipeline file, request) win; the rest carry the file's line.
+  StageParams params("pipelines/g.toml", "filter", "gemfilter");
+  params.Set("topk", 1024, "pipelines/g.toml:9");
+  ApplyModelDefaults(all[0], "gemfilter", &params);
+  EXPECT_EQ(params.ToJson(), (nlohmann::json{{"layer", 12}, {"topk", 1024}}));
+  EXPECT_EQ(params.GetInt("topk", 0), 1024);
+  try {
+    params.GetString("layer", "");
+    FAIL() << "expected a type error";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find(dir.File("a.toml") + ":6"), std::string::npos) << e.what();
+  }
+  StageParams other("pipelines/s.toml", "select", "snapkv");
+  ApplyModelDefaults(all[0], "snapkv", &other);
+  EXPECT_TRUE(other.ToJson().empty());
+
+  // Two files for one model: an error naming both.
+  Write(dir.File("c.toml"), "[match]\narchitecture = \"qwen2\"\n");
+  const std::vector<ModelDefaults> twice = LoadModelDefaults(dir.path());
+  try {
+    MatchModelDefaults(twice, Config("qwen2", 24, 896, "Qwen"));
+    FAIL() << "expected an ambiguity error";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("c.toml: matches the model 'Qwen' as"), std::string::npos)
+        << e.what();
+    EXPECT_NE(std::string(e.what()).find("a.toml"), std::string::npos) << e.what();
+  }
+}
+
+TEST(ModelDefaultsTest, ErrorsNameTheFileAndLine) {
+  EXPECT_NE(DefaultsError("[gemfilter]\nlayer = 3\n").find("m.toml:1: missing [match] table"),
+            std::string::npos);
+  EXPECT_NE(DefaultsError("[match]\nnum_layers = 3\n").find("[match] needs architecture"),
+            std::string::npos);
+  EXPECT_NE(DefaultsError("[match]\narchitecture = \"llama\"\nlayers = 3\n")
+                .find("m.toml:3: [match]: unknown key 'layers'"),
+            std::string::npos);
+  EXPECT_NE(DefaultsError("[match]\narchitecture = \"llama\"\nnum_layers = 0\n")
+                .find("'num_layers' must be a positive integer"),
+            std::string::npos);
+  EXPECT_NE(DefaultsError("model = 3\n[match]\narchitecture = \"llama\"\n")
+                .find("m.toml:1: unknown key 'model'"),
+            std::string::npos);
+  EXPECT_NE(DefaultsError("[match\n").find("m.toml:1:"), std::string::npos);
+  EXPECT_EQ(DefaultsError("[match]\narchitecture = \"llama\"\n"), "");
+}
+
+TEST(ModelDefaultsTest, ShippedFilesParseAndMatchTheirModels) {
+  const std::vector<ModelDefaults> all =
+      LoadModelDefaults(std::string(SIFT_SOURCE_DIR) + "/pipelines/models");
+  ASSERT_GE(all.size(), 2u);
+  const ModelDefaults* smol =
+      MatchModelDefaults(all, Config("llama", 30, 576, "SmolLM2 135M Instruct"));
+  const ModelDefaults* qwen =
+      MatchModelDefaults(all, Config("qwen2", 24, 896, "Qwen2.5 Coder 0.5B Instruct AWQ"));
+  ASSERT_NE(smol, nullptr);
+  ASSERT_NE(qwen, nullptr);
+  for (const ModelDefaults* d : {smol, qwen}) {
+    EXPECT_FALSE(d->evidence.empty()) << d->file;
+    for (const char* plugin : {"gemfilter", "ilre", "prefill_skip"}) {
+      EXPECT_EQ(d->plugins.count(plugin), 1u) << d->file << " has no [" << plugin << "]";
+    }
+  }
+  EXPECT_EQ(smol->plugins.at("gemfilter").at("layer").value, 15);
+  EXPECT_EQ(smol->plugins.at("ilre").at("retrieval_layer").value, 8);
 }
 
 TEST(PipelineConfigTest, MissingFileIsAnError) {

@@ -5,9 +5,11 @@
 
 #include <filesystem>
 #include <fstream>
+#include <iterator>
 #include <thread>
 
 #include "daemon/catalog.h"
+#include "daemon/model_defaults.h"
 #include "daemon/pipeline_config.h"
 #include "daemon/plugin_loader.h"
 #include "model_fixture.h"
@@ -93,8 +95,7 @@ TEST(PrefillFullTest, ChunkedEqualsUnchunkedIncludingStatistics) {
   // went through the whole network agree to bf16 precision: the reference test measures bf16
   // logits within 0.2 of fp32, keys within a few bf16 ulps. Probabilities stay within 2e-2.
   const bool bf16 = model.options().dtype == at::kBFloat16;
-  auto close = [](const at::Tensor& a, const at::Tensor& b, const char* what,
-                  double atol = 2e-2) {
+  auto close = [](const at::Tensor& a, const at::Tensor& b, const char* what, double atol = 2e-2) {
     ASSERT_TRUE(a.defined() && b.defined()) << what;
     ASSERT_EQ(a.sizes(), b.sizes()) << what;
     EXPECT_TRUE(at::allclose(a.to(at::kFloat), b.to(at::kFloat), 2e-2, atol))
@@ -135,7 +136,8 @@ class PipelineParamsTest : public ::testing::Test {
  protected:
   void SetUp() override {
     if (TestModel() == nullptr) GTEST_SKIP() << "set SIFT_MODEL";
-    for (const char* name : {"prefill_full", "keep_recent", "decode_local"}) {
+    for (const char* name : {"prefill_full", "keep_recent", "decode_local", "prefill_partial",
+                             "gemfilter", "prefill_streaming", "ilre", "prefill_skip"}) {
       LoadOutcome out =
           loader_.Load(std::string(SIFT_PLUGIN_DIR) + "/" + name + ".so", TestModel().get());
       ASSERT_NE(out.plugin, nullptr) << out.error;
@@ -190,6 +192,105 @@ TEST_F(PipelineParamsTest, UnreadKeyIsATypo) {
   EXPECT_EQ(ErrorOf("chunk = 512", "keep = 100"),
             "pipelines/p.toml:5: stage 'prefill' (plugin prefill_full): key 'chunk': unknown "
             "parameter (prefill_full@1.0.0 does not read it)");
+}
+
+// Per-model defaults (daemon/model_defaults.h): <pipelines>/models/*.toml fills the keys a
+// pipeline file leaves unset, for the loaded model only.
+TEST_F(PipelineParamsTest, ModelDefaultsFillUnsetKeys) {
+  sift::testing::TempDir dir;
+  fs::create_directories(dir.File("models"));
+  const ModelConfig& c = TestModel()->config();
+  const auto defaults = [&](const std::string& file, int64_t layers, const std::string& body) {
+    std::ofstream(dir.File("models/" + file))
+        << "[match]\narchitecture = \"" << c.architecture << "\"\nnum_layers = " << layers << "\n"
+        << body;
+  };
+  defaults("this.toml", c.num_layers, "[keep_recent]\nkeep = 17\n");
+  defaults("other.toml", c.num_layers + 1, "[keep_recent]\nkeep = 99\n");
+  const std::string chain =
+      "[[stage]]\nname = \"prefill\"\nplugin = \"prefill_full\"\n"
+      "[[stage]]\nname = \"select\"\nplugin = \"keep_recent\"\n";
+  std::ofstream(dir.File("p.toml")) << chain << "[[stage]]\nplugin = \"decode_local\"\n";
+  std::ofstream(dir.File("q.toml")) << chain << "params = { keep = 5 }\n"
+                                    << "[[stage]]\nplugin = \"decode_local\"\n";
+  const auto keep = [&](const std::string& file, const Model* model) {
+    const auto stages = ValidatePipeline(ParsePipelineFile(dir.File(file)), plugins_, model);
+    return stages.at(1).config.params.ToJson().value("keep", -1);
+  };
+  EXPECT_EQ(keep("p.toml", TestModel().get()), 17);
+  EXPECT_EQ(keep("q.toml", TestModel().get()), 5);  // the pipeline file wins
+  EXPECT_EQ(keep("p.toml", nullptr), -1);           // no model, no defaults
+
+  // A typo in a defaults file fails the pipeline with the defaults file's line.
+  defaults("this.toml", c.num_layers, "[keep_recent]\nkep = 17\n");
+  try {
+    keep("p.toml", TestModel().get());
+    FAIL() << "expected an unknown-parameter error";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("this.toml:5: stage 'select' (plugin keep_recent): key "
+                                         "'kep': unknown parameter"),
+              std::string::npos)
+        << e.what();
+  }
+}
+
+// The shipped filter and SPTS pipelines leave the layer parameters to pipelines/models; with the
+// SmolLM2 model they get SmolLM2's (its file's values), with another model that model's.
+TEST_F(PipelineParamsTest, ShippedPipelinesTakeTheModelsLayerParameters) {
+  const auto params = [&](const std::string& pipeline, size_t stage) {
+    return ValidatePipeline(ParsePipelineFile(kPipelines + "/" + pipeline + ".toml"), plugins_,
+                            TestModel().get())
+        .at(stage)
+        .config.params.ToJson();
+  };
+  const std::vector<ModelDefaults> all = LoadModelDefaults(kPipelines + "/models");
+  const ModelDefaults* mine = MatchModelDefaults(all, TestModel()->config());
+  ASSERT_NE(mine, nullptr) << "no pipelines/models file for " << TestModel()->config().name;
+  EXPECT_EQ(params("gemfilter", 1)["layer"], mine->plugins.at("gemfilter").at("layer").value);
+  EXPECT_EQ(params("ilre", 1)["retrieval_layer"],
+            mine->plugins.at("ilre").at("retrieval_layer").value);
+  const json spts = params("spts", 0);
+  for (const char* key : {"skip_start", "stage_ends", "budgets", "prune_margin"}) {
+    EXPECT_EQ(spts[key], mine->plugins.at("prefill_skip").at(key).value) << key;
+  }
+}
+
+// A changed model defaults file revalidates the pipelines that use it (catalog rescan).
+TEST(ModelDefaultsReloadTest, ChangedDefaultsApplyAfterARescan) {
+  SIFT_REQUIRE_MODEL();
+  const Model& model = *TestModel();
+  sift::testing::TempDir pipelines;
+  fs::create_directories(pipelines.File("models"));
+  fs::copy_file(kPipelines + "/recent.toml", pipelines.File("recent.toml"));
+  // recent.toml sets keep = 256 itself; drop that line so that the model file decides.
+  {
+    std::ifstream in(pipelines.File("recent.toml"));
+    std::string text((std::istreambuf_iterator<char>(in)), {});
+    const size_t at = text.find("params = { keep = 256 }");
+    ASSERT_NE(at, std::string::npos) << text;
+    text.erase(at, text.find('\n', at) - at);
+    std::ofstream(pipelines.File("recent.toml")) << text;
+  }
+  const auto write_defaults = [&](int keep) {
+    std::ofstream(pipelines.File("models/this.toml"))
+        << "[match]\narchitecture = \"" << model.config().architecture
+        << "\"\n[keep_recent]\nkeep = " << keep << "\n";
+  };
+  write_defaults(17);
+  auto catalog = sift::testing::QuietCatalog(SIFT_PLUGIN_DIR, pipelines.path());
+  const auto kept = [&]() {
+    auto pipeline = catalog->Snapshot()->FindPipeline("recent");
+    EXPECT_NE(pipeline, nullptr) << catalog->Snapshot()->List().dump();
+    if (pipeline == nullptr) return int64_t{-1};
+    RequestState state = NewRequest(model, 1);
+    TestContext context;
+    EXPECT_TRUE(pipeline->Run(model, state, json::object(), context).ok());
+    return state.stats.tokens_kept;
+  };
+  EXPECT_EQ(kept(), 17);
+  write_defaults(23);
+  catalog->Rescan();
+  EXPECT_EQ(kept(), 23);
 }
 
 TEST(OverridesTest, PerRequestParametersAreCheckedAndApplied) {

@@ -1,7 +1,8 @@
 // SiftdProcess: the real build/bin/siftd started as a child process for integration tests
-// (model from $SIFT_MODEL, this build's plugins, the repository's pipelines, a staging folder
-// and ephemeral loopback ports, each unless the same flag is given in `extra`); endpoint() and
-// http() come from its --ready-file. The destructor kills it and removes its temporary folder.
+// (model from $SIFT_MODEL unless given, this build's plugins, the repository's pipelines, a
+// staging folder and ephemeral loopback ports, each unless the same flag is given in `extra`);
+// endpoint() and http() come from its --ready-file. The destructor kills it and removes its
+// temporary folder.
 //
 // Header-only; needs SIFT_BINARY_DIR / SIFT_SOURCE_DIR (sift_add_test defines both).
 #ifndef SIFT_TESTS_SUPPORT_SIFTD_PROCESS_H_
@@ -34,8 +35,8 @@ inline std::string ReadAll(const std::string& path) {
 
 class SiftdProcess {
  public:
-  // Returns "" on success, else why it could not start.
-  std::string Start(const std::vector<std::string>& extra) {
+  // Returns "" on success, else why it could not start. `model` "" = $SIFT_MODEL.
+  std::string Start(const std::vector<std::string>& extra, const std::string& model = "") {
     dir_ = std::filesystem::temp_directory_path() /
            ("siftd-test-" + std::to_string(::getpid()) + "-" + std::to_string(counter_++));
     std::filesystem::create_directories(dir_);
@@ -43,7 +44,7 @@ class SiftdProcess {
     log_ = (dir_ / "siftd.log").string();
     std::vector<std::string> args = {std::string(SIFT_BINARY_DIR) + "/bin/siftd",
                                      "--model",
-                                     std::getenv("SIFT_MODEL"),
+                                     model.empty() ? std::getenv("SIFT_MODEL") : model,
                                      "--pipelines",
                                      std::string(SIFT_SOURCE_DIR) + "/pipelines",
                                      "--plugins",

@@ -6,12 +6,14 @@
 #include <gtest/gtest.h>
 
 #include <filesystem>
+#include <fstream>
 #include <memory>
 #include <random>
 #include <string>
 #include <vector>
 
 #include "sift/error.h"
+#include "sift/model.h"
 #include "sift/model_config.h"
 #include "sift/weights.h"
 #include "support/safetensors_writer.h"
@@ -466,6 +468,88 @@ TEST(HfConfigTest, RopeScaling) {
   ExpectContains(ErrorOf([&] { ConfigFrom(dir, j); }), "rope_scaling type \"yarn\"");
   j["rope_scaling"] = {{"rope_type", "llama3"}, {"factor", 8.0}};
   ExpectContains(ErrorOf([&] { ConfigFrom(dir, j); }), "original_max_position_embeddings");
+}
+
+// transformers >= 5 writes rope_theta and the scaling under "rope_parameters".
+TEST(HfConfigTest, RopeParameters) {
+  TempDir dir;
+  nlohmann::json j = SmolLm2Config();
+  j.erase("rope_theta");
+  j.erase("rope_scaling");
+  j["rope_parameters"] = {{"rope_theta", 1000000.0}, {"rope_type", "default"}};
+  ModelConfig c = ConfigFrom(dir, j);
+  EXPECT_EQ(c.rope_theta, 1000000.0);  // not the 10000 fallback
+  EXPECT_EQ(c.rope_scaling.type, "none");
+
+  j["rope_parameters"] = {{"rope_type", "llama3"},   {"rope_theta", 500000.0},
+                          {"factor", 8.0},           {"low_freq_factor", 1.0},
+                          {"high_freq_factor", 4.0}, {"original_max_position_embeddings", 8192}};
+  c = ConfigFrom(dir, j);
+  EXPECT_EQ(c.rope_theta, 500000.0);
+  EXPECT_EQ(c.rope_scaling.type, "llama3");
+  EXPECT_EQ(c.rope_scaling.factor, 8.0);
+  EXPECT_EQ(c.rope_scaling.high_freq_factor, 4.0);
+  EXPECT_EQ(c.rope_scaling.original_context_length, 8192);
+
+  // Both forms present: they must agree.
+  j["rope_theta"] = 500000.0;
+  j["rope_scaling"] = j["rope_parameters"];
+  EXPECT_EQ(ConfigFrom(dir, j).rope_scaling.type, "llama3");
+  j["rope_theta"] = 10000.0;
+  ExpectContains(ErrorOf([&] { ConfigFrom(dir, j); }), "disagree");
+  j["rope_theta"] = 500000.0;
+  j["rope_scaling"] = {{"rope_type", "linear"}, {"factor", 8.0}};
+  ExpectContains(ErrorOf([&] { ConfigFrom(dir, j); }), "disagree");
+  j.erase("rope_scaling");
+  j.erase("rope_theta");
+
+  // Clear refusals.
+  j["rope_parameters"] = {{"rope_type", "yarn"}, {"rope_theta", 1e6}, {"factor", 4.0}};
+  ExpectContains(ErrorOf([&] { ConfigFrom(dir, j); }), "rope_parameters type \"yarn\"");
+  j["rope_parameters"] = {
+      {"rope_type", "default"}, {"rope_theta", 1e6}, {"partial_rotary_factor", 0.5}};
+  ExpectContains(ErrorOf([&] { ConfigFrom(dir, j); }), "partial rotary");
+  j["rope_parameters"] = {{"full_attention", {{"rope_type", "default"}, {"rope_theta", 1e6}}},
+                          {"sliding_attention", {{"rope_type", "default"}, {"rope_theta", 1e4}}}};
+  ExpectContains(ErrorOf([&] { ConfigFrom(dir, j); }), "per-layer-type");
+  j["rope_parameters"] = "big";
+  ExpectContains(ErrorOf([&] { ConfigFrom(dir, j); }), "must be an object");
+  j = SmolLm2Config();
+  j["hidden_act"] = "gelu";
+  ExpectContains(ErrorOf([&] { ConfigFrom(dir, j); }), "hidden_act \"gelu\" is not supported");
+}
+
+// Llama 3 rope scaling end to end: a tiny random Llama saved by transformers >= 5 itself
+// (config.json with "rope_parameters" {rope_type "llama3", factor 8, original 32}) and
+// transformers' fp32 logits for 96 ids (tools/make_rope_scaling_fixture.py). The scaling changes
+// these logits by up to 9.2 (the script prints it), so a wrong or ignored scaling cannot pass;
+// 1e-4 leaves room for fp32 summation order in two layers (logits |x| <= 6.8) and the fixture's
+// 6 decimals. Three chunks through one cache: last-row logits at positions 15, 47 and 95.
+TEST(HfRopeScalingTest, Llama3FromRopeParametersMatchesTransformers) {
+  const std::string dir = std::string(SIFT_SOURCE_DIR) + "/tests/fixtures/reference/llama3_rope";
+  std::ifstream in(dir + "/logits.json");
+  ASSERT_TRUE(in) << dir;
+  const nlohmann::json fx = nlohmann::json::parse(in);
+  ModelOptions o;
+  o.dtype = at::kFloat;
+  const auto model = Model::Load(dir, o);
+  const ModelConfig& c = model->config();
+  EXPECT_EQ(c.rope_scaling.type, "llama3");
+  EXPECT_EQ(c.rope_scaling.factor, 8.0);
+  EXPECT_EQ(c.rope_scaling.original_context_length, 32);
+  EXPECT_EQ(c.rope_theta, 10000.0);
+  const std::vector<TokenId> ids = fx["ids"];
+  ASSERT_EQ(ids.size(), 96u);
+  KvCache cache = model->NewCache();
+  int64_t start = 0;
+  for (const int64_t end : {16, 48, 96}) {
+    const std::vector<TokenId> chunk(ids.begin() + start, ids.begin() + end);
+    const at::Tensor got = model->Forward(chunk, start, cache);
+    const std::vector<float> want = fx["logits"][static_cast<size_t>(end - 1)];
+    const at::Tensor expected = at::tensor(want);
+    EXPECT_LT((got - expected).abs().max().item<double>(), 1e-4) << "position " << end - 1;
+    start = end;
+  }
 }
 
 TEST(HfConfigTest, ArchitecturesAndErrors) {

@@ -9,7 +9,6 @@
 #include "progress.h"
 #include "results.h"
 #include "sift/error.h"
-#include "sift/gguf.h"
 #include "tasks.h"
 
 namespace sift::bench {
@@ -32,8 +31,10 @@ int RunAccuracy(int argc, char** argv) {
   if (max_tokens < 0) throw Error("--max-tokens must be >= 0");
   for (const std::string& t : tasks) TaskHasDepth(t);  // validates the names early
 
-  const std::unique_ptr<GgufFile> gguf = GgufFile::Open(common.model);
-  const std::unique_ptr<Tokenizer> tokenizer = Tokenizer::FromGguf(*gguf);
+  // The model's own tokenizer: GGUF metadata, or tokenizer.json of a Hugging Face directory.
+  const std::unique_ptr<Tokenizer> tokenizer = Tokenizer::ForModel(common.model);
+  if (!tokenizer)
+    throw Error(common.model + ": no tokenizer (the directory has no tokenizer.json)");
 
   struct Job {
     TaskOptions options;

@@ -14,7 +14,6 @@
 #include "progress.h"
 #include "results.h"
 #include "sift/error.h"
-#include "sift/gguf.h"
 #include "tasks.h"
 
 namespace sift::bench {
@@ -30,8 +29,10 @@ int RunSpeed(int argc, char** argv) {
   const int64_t max_tokens = args.Int("max-tokens", common.quick ? 8 : 32);
   if (max_tokens < 2 || max_tokens > 64) throw Error("--max-tokens must be in [2, 64]");
 
-  const std::unique_ptr<GgufFile> gguf = GgufFile::Open(common.model);
-  const std::unique_ptr<Tokenizer> tokenizer = Tokenizer::FromGguf(*gguf);
+  // The model's own tokenizer: GGUF metadata, or tokenizer.json of a Hugging Face directory.
+  const std::unique_ptr<Tokenizer> tokenizer = Tokenizer::ForModel(common.model);
+  if (!tokenizer)
+    throw Error(common.model + ": no tokenizer (the directory has no tokenizer.json)");
   std::unique_ptr<Backend> backend = MakeBackend(args, common, true);
   const pid_t pid = backend->DaemonPid();
   const bool rss_reset = pid > 0 && ResetPeakRss(pid);

@@ -7,6 +7,7 @@
 #include <memory>
 #include <sstream>
 
+#include "daemon/model_defaults.h"
 #include "gemfilter_stage.h"
 #include "ilre_stage.h"
 #include "prefill_full_stage.h"
@@ -46,9 +47,12 @@ double StatusMiB(const std::string& key) {
 
 void ResetPeakRss() { std::ofstream("/proc/self/clear_refs") << "5"; }
 
-StageParams Params(const std::string& plugin, const nlohmann::json& values) {
+// The command line's values over the model's defaults (pipelines/models, model_defaults.h).
+StageParams Params(const std::string& plugin, const nlohmann::json& values, const Model& model,
+                   const std::string& pipelines_dir) {
   StageParams p("sift-layer-scan", plugin, plugin);
   for (auto& [key, value] : values.items()) p.Set(key, value, "command line");
+  daemon::ApplyModelDefaultsFromDir(pipelines_dir, model.config(), &p);
   return p;
 }
 
@@ -75,17 +79,19 @@ int RunCost(const Model& model, const CostOptions& options) {
         std::vector<std::unique_ptr<Stage>> stages;
         if (options.pipeline == "gemfilter") {
           stages.push_back(std::make_unique<plugins::PrefillPartialStage>(
-              Params("prefill_partial", options.pass1_params), model));
+              Params("prefill_partial", options.pass1_params, model, options.pipelines_dir),
+              model));
           stages.push_back(std::make_unique<plugins::GemFilterStage>(
-              Params("gemfilter", options.filter_params), model));
+              Params("gemfilter", options.filter_params, model, options.pipelines_dir), model));
         } else if (options.pipeline == "ilre") {
           stages.push_back(std::make_unique<plugins::PrefillStreamingStage>(
-              Params("prefill_streaming", options.pass1_params), model));
-          stages.push_back(
-              std::make_unique<plugins::IlreStage>(Params("ilre", options.filter_params), model));
+              Params("prefill_streaming", options.pass1_params, model, options.pipelines_dir),
+              model));
+          stages.push_back(std::make_unique<plugins::IlreStage>(
+              Params("ilre", options.filter_params, model, options.pipelines_dir), model));
         }
-        stages.push_back(
-            std::make_unique<plugins::PrefillFullStage>(Params("prefill_full", {}), model));
+        stages.push_back(std::make_unique<plugins::PrefillFullStage>(
+            Params("prefill_full", {}, model, options.pipelines_dir), model));
         RequestState state;
         state.tokens = p.tokens;
         state.question_begin = p.question_begin;

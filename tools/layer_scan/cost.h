@@ -35,6 +35,9 @@ struct CostOptions {
   nlohmann::json filter_params = nlohmann::json::object();  // the filter stage's parameters
   nlohmann::json pass1_params = nlohmann::json::object();   // the first prefill's parameters
   int64_t max_tokens = 0;                                   // 0 = the sample's
+  // The loaded model's defaults (<pipelines_dir>/models, model_defaults.h) fill the stage
+  // parameters the command line does not give, as siftd does.
+  std::string pipelines_dir;
 };
 
 int RunCost(const Model& model, const CostOptions& options);

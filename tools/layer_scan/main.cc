@@ -5,6 +5,8 @@
 //                        [--samples 1] [--budgets 256,1024] [--only gemfilter|ilre] [--out DIR]
 //   sift-layer-scan cost --model M --pipeline full|gemfilter|ilre [--lengths ...] [--depths ...]
 //                        [--samples 1] [--filter JSON] [--pass1 JSON] [--max-tokens N]
+//                        [--pipelines DIR] (per-model defaults from DIR/models; default the
+//                        repository's pipelines/)
 // Common: [--threads N] [--dtype bf16|fp32] [--device cpu|cuda] [--seed S] [--haystack DIR]
 #include <cstdlib>
 #include <iostream>
@@ -90,6 +92,7 @@ int main(int argc, char** argv) {
       o.filter_params = nlohmann::json::parse(get("filter", "{}"));
       o.pass1_params = nlohmann::json::parse(get("pass1", "{}"));
       o.max_tokens = std::stoll(get("max-tokens", "0"));
+      o.pipelines_dir = get("pipelines", SIFT_SOURCE_DIR "/pipelines");
       return sift::layer_scan::RunCost(*model, o);
     }
     return Usage();

@@ -16,7 +16,8 @@
 // --mode trace: for each sample, how many of the needle's tokens are candidates, attention-active
 // and FFN-active in every layer of the default SPTS prefill (one JSON line per layer).
 // Configs: full = prefill_full; spts = prefill_skip defaults; pap = {ltp:false, msdp:false};
-// pap_ltp = {msdp:false}.
+// pap_ltp = {msdp:false}. The SPTS schedule is the loaded model's (--pipelines DIR/models,
+// default the repository's pipelines/models; model_defaults.h), as in siftd.
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
@@ -27,6 +28,7 @@
 #include <string>
 #include <vector>
 
+#include "daemon/model_defaults.h"
 #include "daemon/request_builder.h"
 #include "prefill_full_stage.h"
 #include "prefill_skip_stage.h"
@@ -61,7 +63,10 @@ std::vector<std::string> Split(const std::string& s) {
   return out;
 }
 
-std::unique_ptr<sift::Stage> MakeStage(const std::string& config, const sift::Model& model) {
+// The prefill stage of `config`; its parameters start from the model's defaults in
+// <pipelines>/models (model_defaults.h), as siftd's do.
+std::unique_ptr<sift::Stage> MakeStage(const std::string& config, const sift::Model& model,
+                                       const std::string& pipelines) {
   sift::StageParams p("(bench)", "prefill", config == "full" ? "prefill_full" : "prefill_skip");
   if (config == "full") return std::make_unique<sift::plugins::PrefillFullStage>(p, model);
   if (config == "pap") {
@@ -72,6 +77,7 @@ std::unique_ptr<sift::Stage> MakeStage(const std::string& config, const sift::Mo
   } else if (config != "spts") {
     throw sift::Error("unknown config " + config + " (full, spts, pap, pap_ltp)");
   }
+  sift::daemon::ApplyModelDefaultsFromDir(pipelines, model.config(), &p);
   return std::make_unique<sift::plugins::PrefillSkipStage>(p, model);
 }
 
@@ -139,6 +145,7 @@ int main(int argc, char** argv) {
                    "         [--configs full,spts,pap,pap_ltp] [--gen 16] [--out FILE] "
                    "[--model FILE] [--device cpu|cuda]\n"
                    "         [--dtype bf16|fp32] [--threads N] [--seed S] [--warmup 1]\n"
+                   "         [--pipelines DIR] (per-model defaults from DIR/models)\n"
                    "(docs/results/spts.md; the model defaults to $SIFT_MODEL)\n";
       return 0;
     }
@@ -146,7 +153,8 @@ int main(int argc, char** argv) {
   std::map<std::string, std::string> args = {
       {"mode", "speed"},        {"task", "passkey"}, {"lengths", "2048"}, {"samples", "1"},
       {"configs", "full,spts"}, {"gen", "16"},       {"out", ""},         {"seed", "0"},
-      {"threads", "0"},         {"warmup", "1"},     {"device", "cpu"},   {"dtype", "bf16"}};
+      {"threads", "0"},         {"warmup", "1"},     {"device", "cpu"},   {"dtype", "bf16"},
+      {"pipelines", SIFT_SOURCE_DIR "/pipelines"}};
   const char* env_model = std::getenv("SIFT_MODEL");
   args["model"] = env_model ? env_model : "";
   for (int i = 1; i + 1 < argc; i += 2) {
@@ -172,7 +180,7 @@ int main(int argc, char** argv) {
         sift::RequestState state;
         state.tokens = std::vector<sift::TokenId>(300, 1000);
         QuietContext ctx;
-        MakeStage(config, *model)->Run(*model, state, ctx);
+        MakeStage(config, *model, args["pipelines"])->Run(*model, state, ctx);
       }
     }
     for (const std::string& len : Split(args["lengths"])) {
@@ -201,7 +209,7 @@ int main(int argc, char** argv) {
             break;
           }
           QuietContext ctx;
-          auto stage = MakeStage(config, *model);
+          auto stage = MakeStage(config, *model, args["pipelines"]);
           const auto t0 = std::chrono::steady_clock::now();
           st = stage->Run(*model, state, ctx);
           if (!st.ok()) throw sift::Error(config + ": " + st.ToString());

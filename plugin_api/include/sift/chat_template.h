@@ -58,6 +58,9 @@ class ChatTemplate {
   // or brace (i.e. is not an expression like message['content']); Jinja escapes are undone.
   // bos_text is the BOS token's text (Llama 3, Mistral).
   static ChatTemplate Detect(std::string_view jinja, std::string_view bos_text);
+  // Whether Detect finds one of the three formats in `jinja` (false for "" and for unknown
+  // templates, which Detect renders as ChatML). The tokenizer.json loader refuses the others.
+  static bool Recognizes(std::string_view jinja);
 
   // Renders messages to prompt text (special tokens as text: encode with parse_special).
   std::string Render(const std::vector<ChatMessage>& messages, bool add_generation_prompt) const;

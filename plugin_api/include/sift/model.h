@@ -23,6 +23,7 @@
 #include <vector>
 
 #include "sift/attention.h"
+#include "sift/error.h"
 #include "sift/kv_cache.h"
 #include "sift/model_config.h"
 #include "sift/tokenizer.h"
@@ -102,8 +103,12 @@ class Model {
   // The CPU kernels in use, e.g. "attention avx512, matmul avx512-fp32" (sift-model info, /metrics).
   std::string KernelSummary() const;
   const ModelOptions& options() const { return options_; }
-  // REQUIRES: has_tokenizer() (GGUF models carry one; HF directories do not).
-  const Tokenizer& tokenizer() const { return *tokenizer_; }
+  // GGUF models carry a tokenizer, HF directories when they hold tokenizer.json. Throws
+  // sift::Error naming the path when there is none (check has_tokenizer() first).
+  const Tokenizer& tokenizer() const {
+    if (!tokenizer_) throw Error(path_ + ": the model has no tokenizer (no tokenizer.json)");
+    return *tokenizer_;
+  }
   bool has_tokenizer() const { return tokenizer_ != nullptr; }
   const std::string& path() const { return path_; }
 

@@ -1,7 +1,10 @@
 // Hyperparameters of a Llama-family decoder, read from GGUF metadata or HF config.json.
 //
 // Sources: GGUF `general.architecture` and `<arch>.*` keys (engine-specs §1.6), or the HF keys
-// of config.json. "mistral" computes exactly like "llama"; "qwen2" adds q/k/v biases.
+// of config.json: rope_theta and rope scaling (default, linear, llama3) either top level
+// ("rope_theta", "rope_scaling") or under transformers >= 5's "rope_parameters"; other rope
+// types, partial rotary embeddings and activations other than silu are refused.
+// "mistral" computes exactly like "llama"; "qwen2" adds q/k/v biases.
 // THREADING: plain value type. ERRORS: FromGguf / FromHfConfigJson / Validate throw sift::Error
 //            naming the file (for the loaders) and the missing, unsupported or inconsistent field.
 #ifndef SIFT_MODEL_CONFIG_H_

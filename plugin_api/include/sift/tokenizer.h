@@ -1,15 +1,18 @@
-// Tokenizer built from GGUF metadata (tokenizer.ggml.*): byte-level BPE ("gpt2" model, with the
-// model's pre-tokenizer: smollm, llama3, qwen2, gpt-2) or SentencePiece-style BPE ("llama" model:
-// Llama 2, Mistral), special tokens recognised inside text.
+// Tokenizer built from GGUF metadata (tokenizer.ggml.*) or a Hugging Face directory
+// (tokenizer.json, tokenizer_json.cc): byte-level BPE ("gpt2" model, with the model's
+// pre-tokenizer: smollm, llama3, qwen2, gpt-2) or, from GGUF only, SentencePiece-style BPE
+// ("llama" model: Llama 2, Mistral); special tokens recognised inside text.
 //
 // Exactness target: the same ids as Hugging Face `tokenizers` for the same vocabulary
 // (engine-specs §3). Checked against committed fixtures in tests/.
 //
-// Byte-level BPE ("gpt2"): text -> pre-tokenizer pieces (pretokenizer.h) -> each piece's UTF-8
-// bytes mapped through GPT-2 bytes_to_unicode -> one symbol per byte; a byte whose symbol is not
-// in the vocabulary is dropped (HF with unk_token null, byte_fallback false) -> merges applied
-// lowest rank first, ties leftmost. No normalizer. With the llama3 pre-tokenizer a piece that is
-// itself a (non-special) vocabulary token is emitted whole (HF ignore_merges).
+// Byte-level BPE ("gpt2"): text -> normalizer (none, or Unicode NFC: Qwen2's tokenizer.json,
+// and GGUF files with the qwen2 pre-tokenizer, whose original tokenizer.json has it) ->
+// pre-tokenizer pieces (pretokenizer.h) -> each piece's UTF-8 bytes mapped through GPT-2
+// bytes_to_unicode -> one symbol per byte; a byte whose symbol is not in the vocabulary is
+// dropped (HF with unk_token null, byte_fallback false) -> merges applied lowest rank first, ties
+// leftmost. With ignore_merges (the llama3 pre-tokenizer's default) a piece that is itself a
+// (non-special) vocabulary token is emitted whole.
 // SentencePiece-style BPE ("llama"): spaces become U+2581, a leading U+2581 is added when
 // add_space_prefix (also after every special token, as llama.cpp), symbols are code points,
 // adjacent pairs that form a normal or user-defined token are merged highest score first (ties
@@ -23,9 +26,10 @@
 //
 // THREADING: immutable after construction (apart from an internally synchronised, bounded cache
 //            of encoded pieces); Encode/Decode are safe from many threads.
-// ERRORS:    FromGguf/FromSpec throw sift::Error for a missing key, inconsistent arrays or an
-//            unsupported tokenizer model or pre-tokenizer, naming it. Encode/Decode do not throw
-//            for any input (ill-formed UTF-8 input is read as U+FFFD).
+// ERRORS:    FromGguf/FromHfDir/FromSpec throw sift::Error for a missing key, inconsistent arrays
+//            or an unsupported tokenizer model, normalizer, pre-tokenizer, decoder or added-token
+//            option, naming the file and the key. Encode/Decode do not throw for any input
+//            (ill-formed UTF-8 input is read as U+FFFD).
 #ifndef SIFT_TOKENIZER_H_
 #define SIFT_TOKENIZER_H_
 
@@ -73,18 +77,30 @@ struct TokenizerSpec {
   std::optional<bool> add_bos;           // absent: false for "gpt2", true for "llama"
   std::optional<bool> add_space_prefix;  // absent: false for "gpt2", true for "llama"
   std::string chat_template;             // Jinja source; "" = ChatML
+  std::string normalizer;                // "" (none) or "nfc"; byte-level BPE only
+  std::optional<bool> ignore_merges;     // byte-level BPE; absent: true for the llama3 pre only
+  std::vector<TokenId> extra_eog_ids;    // more end-of-generation ids (generation_config.json)
 
   // Reads tokenizer.ggml.{model,pre,tokens,token_type,merges,scores,*_token_id,add_bos_token,
-  // add_space_prefix} and tokenizer.chat_template. Throws sift::Error naming the file and key
-  // if model or tokens is missing or a value has the wrong type.
+  // add_space_prefix} and tokenizer.chat_template; normalizer "nfc" for the qwen2 pre-tokenizer.
+  // Throws sift::Error naming the file and key if model or tokens is missing or a value has the
+  // wrong type.
   static TokenizerSpec FromGguf(const GgufFile& file);
+  // Reads a Hugging Face directory: tokenizer.json (required), tokenizer_config.json,
+  // chat_template.jinja and generation_config.json (optional). What is accepted is listed at the
+  // top of tokenizer_json.cc; anything else throws sift::Error naming the file and the key.
+  static TokenizerSpec FromHfDir(const std::string& dir);
 };
 
 class Tokenizer {
  public:
   virtual ~Tokenizer() = default;
   static std::unique_ptr<Tokenizer> FromGguf(const GgufFile& file);
+  static std::unique_ptr<Tokenizer> FromHfDir(const std::string& dir);
   static std::unique_ptr<Tokenizer> FromSpec(TokenizerSpec spec);
+  // The tokenizer of a model path as Model::Load takes it: GGUF metadata for a .gguf file,
+  // FromHfDir for a directory holding tokenizer.json, nullptr for a directory without one.
+  static std::unique_ptr<Tokenizer> ForModel(const std::string& path);
 
   // Text to ids. With parse_special, exact occurrences of special (control / unknown /
   // user-defined) token texts become their ids; without it they are ordinary text. No BOS/EOS
@@ -109,12 +125,14 @@ class Tokenizer {
   virtual TokenId bos_id() const = 0;  // -1 if none
   virtual TokenId eos_id() const = 0;  // -1 if none
   virtual bool add_bos() const = 0;    // whether prompts should start with BOS
-  // End-of-generation ids, sorted: eos, eot, eom and every token whose text is one of
-  // <|im_end|>, <|endoftext|>, <|eot_id|>, <|end|>, <|eom_id|>, </s>.
+  // End-of-generation ids, sorted: eos, eot, eom, the spec's extra_eog_ids and every special
+  // token whose text is one of <|im_end|>, <|endoftext|>, <|eot_id|>, <|end|>, <|eom_id|>, </s>
+  // (an ordinary token with such a text, e.g. Qwen2's "</s>", does not end generation).
   virtual const std::vector<TokenId>& eog_ids() const = 0;
   bool IsEog(TokenId id) const;
 
-  // The chat template chosen from tokenizer.chat_template (ChatML if absent).
+  // The chat template chosen from tokenizer.chat_template or tokenizer_config.json (ChatML if
+  // absent).
   virtual const ChatTemplate& chat_template() const = 0;
 };
 

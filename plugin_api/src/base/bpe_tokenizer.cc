@@ -2,6 +2,7 @@
 
 #include <algorithm>
 
+#include "normalizer.h"
 #include "sift/error.h"
 #include "unicode.h"
 
@@ -68,7 +69,10 @@ struct BpeTokenizer::Scratch {
 BpeTokenizer::BpeTokenizer(TokenizerSpec& spec)
     : VocabTokenizer(spec, /*default_add_bos=*/false),
       pre_(PreTokenizerFromName(spec.pre.empty() ? "default" : spec.pre)),
-      ignore_merges_(pre_ == PreTokenizer::kLlama3) {
+      ignore_merges_(spec.ignore_merges.value_or(pre_ == PreTokenizer::kLlama3)),
+      nfc_(spec.normalizer == "nfc") {
+  SIFT_CHECK(spec.normalizer.empty() || nfc_, "tokenizer: normalizer '", spec.normalizer,
+             "' is not supported (supported: none, nfc)");
   std::string symbol;
   for (int b = 0; b < 256; ++b) {
     symbol.clear();
@@ -116,6 +120,11 @@ void BpeTokenizer::AddMerge(TokenId left, TokenId right, int32_t rank, TokenId r
 
 void BpeTokenizer::EncodeText(std::string_view text, bool /*after_special*/,
                               std::vector<TokenId>* out) const {
+  std::string normalized;
+  if (nfc_) {
+    normalized = NormalizeNfc(text);
+    text = normalized;
+  }
   Scratch scratch;
   PreTokenize(pre_, text, &scratch.pieces);
   for (const std::string_view piece : scratch.pieces) {

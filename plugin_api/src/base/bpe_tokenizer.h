@@ -3,9 +3,9 @@
 //
 // THREADING: immutable after construction apart from an internally synchronised cache of
 //            encoded pieces; safe from many threads.
-// ERRORS:    the constructor throws sift::Error for an unknown pre-tokenizer or a malformed
-//            merge. Merges whose parts or result are not in the vocabulary are ignored (they can
-//            never apply).
+// ERRORS:    the constructor throws sift::Error for an unknown pre-tokenizer or normalizer or a
+//            malformed merge. Merges whose parts or result are not in the vocabulary are ignored
+//            (they can never apply).
 #ifndef SIFT_BASE_BPE_TOKENIZER_H_
 #define SIFT_BASE_BPE_TOKENIZER_H_
 
@@ -62,6 +62,7 @@ class BpeTokenizer : public VocabTokenizer {
   PreTokenizer pre_;
   // HF ignore_merges (Llama 3): a piece that is itself a vocabulary token is emitted as is.
   bool ignore_merges_ = false;
+  bool nfc_ = false;  // normalize ordinary text to NFC before pre-tokenizing (Qwen2)
   std::array<TokenId, 256> byte_token_;  // id of each byte's symbol, -1 if not in the vocabulary
   std::vector<MergeSlot> merges_;
   size_t merge_mask_ = 0;

@@ -138,6 +138,12 @@ ChatTemplate ChatTemplate::Detect(std::string_view jinja, std::string_view bos_t
   return ChatTemplate();
 }
 
+bool ChatTemplate::Recognizes(std::string_view jinja) {
+  return jinja.find(kImStart) != std::string_view::npos ||
+         jinja.find("<|start_header_id|>") != std::string_view::npos ||
+         jinja.find("[INST]") != std::string_view::npos;
+}
+
 std::string ChatTemplate::Render(const std::vector<ChatMessage>& messages,
                                  bool add_generation_prompt) const {
   switch (format_) {

@@ -61,24 +61,60 @@ std::string JsonString(const std::string& path, const Json& obj, const char* key
   return v->get<std::string>();
 }
 
-RopeScaling HfRopeScaling(const std::string& path, const Json& config) {
+// Rope scaling from an object holding "rope_type" (or the older "type") and its parameters: the
+// old top-level "rope_scaling" or transformers >= 5's "rope_parameters". `key` names the object.
+RopeScaling HfRopeScaling(const std::string& path, const Json& rs, const char* key) {
   RopeScaling s;
-  const Json* rs = FindKey(config, "rope_scaling");
-  if (rs == nullptr) return s;
-  SIFT_CHECK(rs->is_object(), path, ": \"rope_scaling\" must be an object or null");
-  // Newer configs say "rope_type", older ones "type".
-  std::string type = JsonString(path, *rs, "rope_type", JsonString(path, *rs, "type", "default"));
+  SIFT_CHECK(rs.is_object(), path, ": \"", key, "\" must be an object or null");
+  std::string type = JsonString(path, rs, "rope_type", JsonString(path, rs, "type", "default"));
+  const double partial = JsonFloat(path, rs, "partial_rotary_factor", 1.0);
+  SIFT_CHECK(partial == 1.0, path, ": ", key, ".partial_rotary_factor = ", partial,
+             " (partial rotary embeddings) is not supported");
   if (type == "default" || type == "none") return s;
-  SIFT_CHECK(type == "linear" || type == "llama3", path, ": rope_scaling type \"", type,
-             "\" is not supported (supported: linear, llama3)");
+  SIFT_CHECK(type == "linear" || type == "llama3", path, ": ", key, " type \"", type,
+             "\" is not supported (supported: default, linear, llama3)");
   s.type = type;
-  s.factor = JsonFloat(path, *rs, "factor", 1.0);
+  s.factor = JsonFloat(path, rs, "factor", 1.0);
   if (type == "llama3") {
-    s.low_freq_factor = JsonFloat(path, *rs, "low_freq_factor", s.low_freq_factor);
-    s.high_freq_factor = JsonFloat(path, *rs, "high_freq_factor", s.high_freq_factor);
-    s.original_context_length = JsonInt(path, *rs, "original_max_position_embeddings", 0);
+    s.low_freq_factor = JsonFloat(path, rs, "low_freq_factor", s.low_freq_factor);
+    s.high_freq_factor = JsonFloat(path, rs, "high_freq_factor", s.high_freq_factor);
+    s.original_context_length = JsonInt(path, rs, "original_max_position_embeddings", 0);
   }
   return s;
+}
+
+// rope_theta and rope scaling. transformers >= 5 writes both under "rope_parameters"
+// ({"rope_type": "default", "rope_theta": 1e6, ...}); older configs have a top-level
+// "rope_theta" and "rope_scaling". Where both forms are present they must agree. With neither,
+// rope_theta is 10000, the default of transformers' Llama/Mistral/Qwen2 configs.
+void HfRope(const std::string& path, const Json& j, ModelConfig* c) {
+  const Json* params = FindKey(j, "rope_parameters");
+  const Json* old_scaling = FindKey(j, "rope_scaling");
+  const double top_theta = JsonFloat(path, j, "rope_theta", 0.0);
+  SIFT_CHECK(JsonFloat(path, j, "partial_rotary_factor", 1.0) == 1.0, path,
+             ": partial_rotary_factor (partial rotary embeddings) is not supported");
+  if (params == nullptr) {
+    c->rope_theta = top_theta > 0 ? top_theta : 10000.0;
+    if (old_scaling != nullptr) c->rope_scaling = HfRopeScaling(path, *old_scaling, "rope_scaling");
+    return;
+  }
+  SIFT_CHECK(params->is_object(), path, ": \"rope_parameters\" must be an object or null");
+  if (!params->contains("rope_theta") && !params->contains("rope_type")) {
+    for (const auto& [name, value] : params->items()) {
+      SIFT_CHECK(!value.is_object(), path, ": per-layer-type \"rope_parameters\" (\"", name,
+                 "\": ...) are not supported");
+    }
+  }
+  c->rope_theta = JsonFloat(path, *params, "rope_theta", top_theta > 0 ? top_theta : 10000.0);
+  SIFT_CHECK(top_theta == 0 || top_theta == c->rope_theta, path, ": \"rope_theta\" (", top_theta,
+             ") and \"rope_parameters\".rope_theta (", c->rope_theta, ") disagree");
+  c->rope_scaling = HfRopeScaling(path, *params, "rope_parameters");
+  if (old_scaling != nullptr) {
+    const RopeScaling old = HfRopeScaling(path, *old_scaling, "rope_scaling");
+    SIFT_CHECK(old.type == c->rope_scaling.type && old.factor == c->rope_scaling.factor, path,
+               ": \"rope_scaling\" (", old.type, " x", old.factor, ") and \"rope_parameters\" (",
+               c->rope_scaling.type, " x", c->rope_scaling.factor, ") disagree");
+  }
 }
 
 }  // namespace
@@ -185,10 +221,11 @@ ModelConfig ModelConfig::FromHfConfigJson(const std::string& path) {
   c.num_kv_heads = JsonInt(path, j, "num_key_value_heads", c.num_heads);
   c.head_dim = JsonInt(path, j, "head_dim", c.num_heads > 0 ? c.hidden_size / c.num_heads : 0);
   c.context_length = JsonInt(path, j, "max_position_embeddings");
-  c.rope_theta = JsonFloat(path, j, "rope_theta", 10000.0);
+  HfRope(path, j, &c);
   c.rms_norm_eps = JsonFloat(path, j, "rms_norm_eps", 1e-6);
   c.vocab_size = JsonInt(path, j, "vocab_size");
-  c.rope_scaling = HfRopeScaling(path, j);
+  const std::string act = JsonString(path, j, "hidden_act", "silu");
+  SIFT_CHECK(act == "silu", path, ": hidden_act \"", act, "\" is not supported (supported: silu)");
   // Sliding-window attention (Mistral v0.1; Qwen2 when use_sliding_window) is not implemented:
   // full causal attention is exact only up to the window, so the usable context is capped there.
   const bool sliding =

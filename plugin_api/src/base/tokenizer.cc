@@ -1,9 +1,11 @@
-// Tokenizer factories (GGUF metadata, TokenizerSpec), Tokenizer::IsEog and
-// StreamingDetokenizer. The tokenizers themselves live in bpe_tokenizer.cc and spm_tokenizer.cc.
+// Tokenizer factories (GGUF metadata, HF directory, TokenizerSpec), Tokenizer::IsEog and
+// StreamingDetokenizer. TokenizerSpec::FromHfDir lives in tokenizer_json.cc. The tokenizers
+// themselves live in bpe_tokenizer.cc and spm_tokenizer.cc.
 #include "sift/tokenizer.h"
 
 #include <algorithm>
 #include <cstdint>
+#include <filesystem>
 #include <optional>
 #include <string_view>
 #include <utility>
@@ -70,14 +72,40 @@ TokenizerSpec TokenizerSpec::FromGguf(const GgufFile& file) {
   ReadBool(file, "tokenizer.ggml.add_bos_token", &spec.add_bos);
   ReadBool(file, "tokenizer.ggml.add_space_prefix", &spec.add_space_prefix);
   spec.chat_template = file.GetString("tokenizer.chat_template", "");
+  // GGUF has no normalizer key. Qwen2's original tokenizer.json normalizes to NFC (llama.cpp
+  // skips it); sift follows the original, so that a GGUF and its HF directory give the same ids.
+  if (spec.model == "gpt2" && spec.pre == "qwen2") spec.normalizer = "nfc";
   return spec;
 }
 
 std::unique_ptr<Tokenizer> Tokenizer::FromSpec(TokenizerSpec spec) {
   if (spec.model == "gpt2") return std::make_unique<BpeTokenizer>(spec);
+  SIFT_CHECK(spec.normalizer.empty(), "tokenizer: a normalizer ('", spec.normalizer,
+             "') is only supported with byte-level BPE");
   if (spec.model == "llama") return std::make_unique<SpmTokenizer>(spec);
   throw Error(detail::Concat("unsupported tokenizer model (tokenizer.ggml.model) '", spec.model,
                              "'; supported: gpt2 (byte-level BPE), llama (SentencePiece BPE)"));
+}
+
+std::unique_ptr<Tokenizer> Tokenizer::FromHfDir(const std::string& dir) {
+  TokenizerSpec spec = TokenizerSpec::FromHfDir(dir);  // its errors name the file already
+  try {
+    return FromSpec(std::move(spec));
+  } catch (const Error& e) {
+    throw Error(detail::Concat(dir, "/tokenizer.json: ", e.what()));
+  }
+}
+
+std::unique_ptr<Tokenizer> Tokenizer::ForModel(const std::string& path) {
+  std::error_code ec;
+  if (std::filesystem::is_directory(path, ec)) {
+    if (!std::filesystem::exists(std::filesystem::path(path) / "tokenizer.json", ec)) {
+      return nullptr;
+    }
+    return FromHfDir(path);
+  }
+  const std::unique_ptr<GgufFile> file = GgufFile::Open(path);
+  return FromGguf(*file);
 }
 
 std::unique_ptr<Tokenizer> Tokenizer::FromGguf(const GgufFile& file) {

@@ -9,7 +9,7 @@
 namespace sift {
 namespace {
 
-// Texts that end generation wherever they appear in a vocabulary (llama.cpp's list).
+// Texts that end generation where they are special tokens of a vocabulary (llama.cpp's list).
 constexpr std::string_view kEogTexts[] = {"<|im_end|>", "<|endoftext|>", "<|eot_id|>",
                                           "<|end|>",    "<|eom_id|>",    "</s>"};
 
@@ -45,12 +45,16 @@ VocabTokenizer::VocabTokenizer(TokenizerSpec& spec, bool default_add_bos) {
   unk_id_ = ValidTokenId(spec.unk_id, n);
   add_bos_ = spec.add_bos.value_or(default_add_bos);
 
-  for (const TokenId id : {spec.eos_id, spec.eot_id, spec.eom_id}) {
+  std::vector<TokenId> eog = spec.extra_eog_ids;
+  eog.insert(eog.end(), {spec.eos_id, spec.eot_id, spec.eom_id});
+  for (const TokenId id : eog) {
     if (ValidTokenId(id, n) >= 0) eog_ids_.push_back(id);
   }
   for (const std::string_view text : kEogTexts) {
+    // Only as a special token: Qwen2's vocabulary also has "</s>" as ordinary text (id 128247),
+    // which code and HTML legitimately produce (HF's generation_config does not list it).
     const TokenId id = FindToken(text);
-    if (id >= 0) eog_ids_.push_back(id);
+    if (id >= 0 && IsSpecialType(types_[id])) eog_ids_.push_back(id);
   }
   std::sort(eog_ids_.begin(), eog_ids_.end());
   eog_ids_.erase(std::unique(eog_ids_.begin(), eog_ids_.end()), eog_ids_.end());

@@ -11,7 +11,6 @@
 #include "cpu/elementwise.h"
 #include "tensor_util.h"
 #include "sift/error.h"
-#include "sift/gguf.h"
 #include "sift/host.h"
 
 namespace sift {
@@ -127,12 +126,11 @@ std::shared_ptr<const Model> Model::Load(const std::string& path, const ModelOpt
   load.dtype = options.dtype;
   load.device = options.device;
   model->weights_ = LoadWeights(path, load);
-  if (EndsWith(path, ".gguf")) {
-    std::unique_ptr<GgufFile> file = GgufFile::Open(path);
-    model->tokenizer_ = Tokenizer::FromGguf(*file);
-    if (options.weights == WeightFormat::kNative && options.device.is_cpu()) {
-      model->qweights_ = LoadQuantizedWeights(path);
-    }
+  // GGUF metadata or tokenizer.json; null for a Hugging Face directory without one.
+  model->tokenizer_ = Tokenizer::ForModel(path);
+  if (EndsWith(path, ".gguf") && options.weights == WeightFormat::kNative &&
+      options.device.is_cpu()) {
+    model->qweights_ = LoadQuantizedWeights(path);
   }
   const ModelConfig& c = model->weights_.config;
   model->inv_freq_cpu_ = RopeInverseFrequencies(c);
