@@ -146,8 +146,11 @@ step_model() {
 
 step_build() {
   local type="${SIFT_BUILD_TYPE:-RelWithDebInfo}"
+  local launcher=()
+  # ccache, when installed, makes rebuilds of other checkouts cheap (not installed by deps).
+  command -v ccache >/dev/null && launcher=(-DCMAKE_CXX_COMPILER_LAUNCHER=ccache)
   if [[ ! -f "$BUILD_DIR/build.ninja" ]]; then
-    cmake -S "$ROOT" -B "$BUILD_DIR" -G Ninja -DCMAKE_BUILD_TYPE="$type" >/dev/null
+    cmake -S "$ROOT" -B "$BUILD_DIR" -G Ninja -DCMAKE_BUILD_TYPE="$type" "${launcher[@]}" >/dev/null
   fi
   log "build: $BUILD_DIR"
   cmake --build "$BUILD_DIR" -j "$(nproc)"
