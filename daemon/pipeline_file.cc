@@ -108,7 +108,8 @@ PipelineConfig Parse(const toml::table& root, const std::string& file) {
     // Without a 'name' the pipeline is named after its file, whose stem must then be valid.
     const toml::node* name = root.get("name");
     Fail(name != nullptr ? At(file, *name) : At(file, root),
-         std::string(name != nullptr ? "key 'name'" : "the file name (the pipeline's default name)") +
+         std::string(name != nullptr ? "key 'name'"
+                                     : "the file name (the pipeline's default name)") +
              " must be [A-Za-z0-9_.-]+");
   }
   config.description = OptionalString(file, root, "description", "", "");

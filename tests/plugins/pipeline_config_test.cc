@@ -123,15 +123,14 @@ TEST(PipelineConfigTest, NonAsciiOnlyInCommentsAndStringValues) {
       "# \xce\x9b mask, caf\xc3\xa9\ndescription = \"caf\xc3\xa9 \xce\x9b\"\n" + stages,
       "pipelines/u.toml");
   EXPECT_EQ(c.description, "caf\xc3\xa9 \xce\x9b");
-  for (const std::string& bad : {std::string("\"caf\xc3\xa9\" = 1\n"),     // a quoted key
-                                 std::string("name\xc2\xa7 = \"x\"\n"),    // after a bare key
+  for (const std::string& bad : {std::string("\"caf\xc3\xa9\" = 1\n"),   // a quoted key
+                                 std::string("name\xc2\xa7 = \"x\"\n"),  // after a bare key
                                  std::string("description = \"\"\"\xc3\xa9\"\"\"\n")}) {
     try {
       ParsePipelineText(bad + stages, "pipelines/u.toml");
       ADD_FAILURE() << "accepted: " << bad;
     } catch (const Error& e) {
-      EXPECT_NE(std::string(e.what()).find("pipelines/u.toml:1: character U+00"),
-                std::string::npos)
+      EXPECT_NE(std::string(e.what()).find("pipelines/u.toml:1: character U+00"), std::string::npos)
           << e.what();
     }
   }

@@ -253,23 +253,22 @@ int Generate(const Args& a) {
   cache.set_headroom(g.max_tokens);
   at::Tensor logits = model->Forward(ids, 0, cache);
   const double prefill_ms = MsSince(t0);
-  sift::GenerationResult r = sift::Generate(
-      *model, cache, logits, static_cast<int64_t>(ids.size()), g,
-      [](const std::string& piece, sift::TokenId) {
-        std::fwrite(piece.data(), 1, piece.size(), stdout);
-        std::fflush(stdout);
-        return true;
-      });
+  sift::GenerationResult r = sift::Generate(*model, cache, logits, static_cast<int64_t>(ids.size()),
+                                            g, [](const std::string& piece, sift::TokenId) {
+                                              std::fwrite(piece.data(), 1, piece.size(), stdout);
+                                              std::fflush(stdout);
+                                              return true;
+                                            });
   std::printf("\n");
   const double n = static_cast<double>(r.tokens.size());
   std::fprintf(stderr,
                "[sift-model] load %.0f ms | prompt %zu tokens, prefill %.1f ms (%.0f tok/s) | "
                "%zu tokens generated in %.1f ms (%.1f ms/token) | finish=%s | kv %.2f MiB | %s | "
                "%s\n",
-               load_ms, ids.size(), prefill_ms, ids.size() / (prefill_ms / 1000.0),
-               r.tokens.size(), r.decode_ms, n > 0 ? r.decode_ms / n : 0.0,
-               sift::FinishReasonName(r.finish), cache.Bytes() / 1048576.0,
-               sift::DtypeName(model->options().dtype), model->KernelSummary().c_str());
+               load_ms, ids.size(), prefill_ms, ids.size() / (prefill_ms / 1000.0), r.tokens.size(),
+               r.decode_ms, n > 0 ? r.decode_ms / n : 0.0, sift::FinishReasonName(r.finish),
+               cache.Bytes() / 1048576.0, sift::DtypeName(model->options().dtype),
+               model->KernelSummary().c_str());
   return 0;
 }
 
@@ -281,12 +280,11 @@ int main(int argc, char** argv) {
     po::options_description visible = Options();
     po::options_description all = Options();
     all.add_options()("command", po::value<std::string>(), "")("model", po::value<std::string>(),
-                                                                "");
+                                                               "");
     po::positional_options_description positional;
     positional.add("command", 1).add("model", 1);
     Args a;
-    po::store(po::command_line_parser(argc, argv).options(all).positional(positional).run(),
-              a.vm);
+    po::store(po::command_line_parser(argc, argv).options(all).positional(positional).run(), a.vm);
     po::notify(a.vm);
     if (a.Has("help")) {
       std::cout << kUsage << "\n" << visible << "\n";
