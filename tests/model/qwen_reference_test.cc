@@ -33,6 +33,7 @@
 
 #include "sift/generate.h"
 #include "sift/model.h"
+#include "support/greedy_reference.h"
 
 namespace sift {
 namespace {
@@ -207,30 +208,7 @@ TEST(QwenLongContextTest, LogitsAt16KMatchTransformers) {
 }
 
 TEST_P(QwenModelTest, GreedyContinuationMatchesTransformers) {
-  const nlohmann::json fx = Fixture("greedy.json");
-  const std::vector<TokenId> prompt = fx["prompt_ids"];
-  const std::vector<TokenId> expected = fx["tokens"];
-  const std::vector<double> margins = fx["top2_margins"];
-  KvCache cache = model_->NewCache();
-  const at::Tensor logits = model_->Forward(prompt, 0, cache);
-  GenerationOptions g;
-  g.max_tokens = static_cast<int64_t>(expected.size());
-  g.ignore_eog = true;
-  const GenerationResult r =
-      Generate(*model_, cache, logits, static_cast<int64_t>(prompt.size()), g);
-  ASSERT_EQ(r.tokens.size(), expected.size());
-  size_t first_diff = 0;
-  while (first_diff < expected.size() && r.tokens[first_diff] == expected[first_diff]) ++first_diff;
-  if (GetParam() == at::kFloat) {
-    EXPECT_EQ(first_diff, expected.size()) << "fp32 greedy diverged at step " << first_diff;
-    EXPECT_EQ(r.text, fx["text"].get<std::string>());
-  } else if (first_diff < expected.size()) {
-    EXPECT_LT(margins[first_diff], 2 * kBf16Tol)
-        << "bf16 greedy diverged at step " << first_diff << " where the reference margin is "
-        << margins[first_diff];
-  }
-  std::printf("[ %s ] greedy: %zu/%zu tokens equal to the reference\n", DtypeName(GetParam()),
-              first_diff, expected.size());
+  sift::testing::ExpectGreedyMatchesReference(*model_, Fixture("greedy.json"), kBf16Tol);
 }
 
 INSTANTIATE_TEST_SUITE_P(Dtypes, QwenModelTest, ::testing::Values(at::kFloat, at::kBFloat16),
