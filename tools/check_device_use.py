@@ -26,7 +26,8 @@ The CPU kernels (plugin_api/src/runtime/cpu/), the quantised matrices (.../quant
 are CPU-only by contract and exempt.
 
 Usage: tools/check_device_use.py [--root DIR] [--json] [PATH ...]
-With no PATH: every .cc/.h under plugins/, daemon/, plugin_api/src/runtime/ and tools/.
+With no PATH: every .cc/.h under plugins/, plugin_api/kits/, daemon/, plugin_api/src/runtime/ and
+tools/.
 Exit status: 0 clean, 1 errors found, 2 bad usage.
 """
 
@@ -36,7 +37,7 @@ import os
 import re
 import sys
 
-SCAN_DIRS = ["plugins", "daemon", "plugin_api/src/runtime", "tools"]
+SCAN_DIRS = ["plugins", "plugin_api/kits", "daemon", "plugin_api/src/runtime", "tools"]
 EXTENSIONS = (".cc", ".h", ".cpp", ".hpp")
 # The helper itself: the one place allowed to read tensor memory on the host. The CPU kernels and
 # the quantised matrices are CPU-only by contract (their headers say so; sift::Model calls them only

@@ -3,8 +3,8 @@
 #include <chrono>
 #include <vector>
 
+#include "filter/replace_prompt.h"
 #include "gem_selection.h"
-#include "replace_prompt.h"
 
 namespace sift::plugins {
 

@@ -3,8 +3,8 @@
 // Plans the last query's scores at layer `layer` (r, 0-based as the paper's code) for the
 // prefill before it (prefill_partial, which then runs layers 0..r only). Run: pools the scores
 // (average, kernel `kernel`), keeps the top `topk` tokens in original order with the question
-// span always kept (filter_common/gem_selection.h), and replaces the prompt with them
-// (filter_common/replace_prompt.h): the next stage, a prefill_full, re-prefills them at fresh
+// span always kept (gem_selection.h), and replaces the prompt with them
+// (filter/replace_prompt.h): the next stage, a prefill_full, re-prefills them at fresh
 // positions 0..k-1.
 //
 // Parameters (defaults reproduce the paper's code):

@@ -18,7 +18,7 @@
 
 #include <cmath>
 
-#include "select_stage_base.h"
+#include "selection/select_stage_base.h"
 
 namespace sift::plugins {
 

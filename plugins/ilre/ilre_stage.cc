@@ -4,7 +4,7 @@
 #include <string>
 #include <vector>
 
-#include "replace_prompt.h"
+#include "filter/replace_prompt.h"
 
 namespace sift::plugins {
 

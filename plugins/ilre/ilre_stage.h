@@ -5,8 +5,8 @@
 // scores come from 0-based layer l_R − 1 and the streaming prefill runs 0-based layers
 // 0..l_R − 2 under the Λ mask. Run: drops the first `sink` context tokens from A^C (they are
 // always kept), allocates `budget` more context tokens with the multi-kernel allocator
-// (filter_common/context_allocation.h), and replaces the prompt with sink + selected context +
-// the whole query part in original order (filter_common/replace_prompt.h); the next stage, a
+// (context_allocation.h), and replaces the prompt with sink + selected context +
+// the whole query part in original order (filter/replace_prompt.h); the next stage, a
 // prefill_full, re-prefills them at fresh positions 0..k-1 ("standard inference from scratch").
 //
 // Parameters (defaults: the paper's):

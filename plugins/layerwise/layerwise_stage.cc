@@ -2,8 +2,8 @@
 
 #include <string>
 
-#include "cache_edit.h"
-#include "selection_ops.h"
+#include "selection/cache_edit.h"
+#include "selection/selection_ops.h"
 
 namespace sift::plugins {
 

@@ -7,7 +7,7 @@
 #include <string>
 #include <vector>
 
-#include "prompt_check.h"
+#include "prefill/prompt_check.h"
 
 namespace sift::plugins {
 namespace {

@@ -3,9 +3,9 @@
 #include <chrono>
 #include <string>
 
+#include "filter/scoring_pass.h"
 #include "partial_prefill.h"
-#include "prompt_check.h"
-#include "scoring_pass.h"
+#include "prefill/prompt_check.h"
 
 namespace sift::plugins {
 

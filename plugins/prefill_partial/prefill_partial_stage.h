@@ -1,5 +1,5 @@
 // PrefillPartialStage: a prefill that runs the prompt through the first layers only and keeps
-// no KV cache (GemFilter pass 1; see filter_common/partial_prefill.h).
+// no KV cache (GemFilter pass 1; see partial_prefill.h).
 //
 // The depth comes from the plan: the deepest layer a later stage (the gemfilter filter) asked
 // statistics of, r (0-based, so r + 1 layers run, as the paper's code `layers[:r+1]`). Layer r

@@ -7,7 +7,7 @@
 #include <memory>
 #include <vector>
 
-#include "prompt_check.h"
+#include "prefill/prompt_check.h"
 #include "sift/error.h"
 #include "spts_prefill.h"
 #include "spts_proxy.h"

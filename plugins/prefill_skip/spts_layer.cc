@@ -5,7 +5,7 @@
 #include <limits>
 #include <string>
 
-#include "score_ops.h"
+#include "scores/score_ops.h"
 #include "sift/error.h"
 #include "sift/host.h"
 

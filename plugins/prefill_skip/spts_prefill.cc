@@ -2,7 +2,7 @@
 
 #include <limits>
 
-#include "score_ops.h"
+#include "scores/score_ops.h"
 #include "sift/error.h"
 #include "sift/host.h"
 #include "spts_layer.h"

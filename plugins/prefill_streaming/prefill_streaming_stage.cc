@@ -6,8 +6,8 @@
 #include <set>
 #include <string>
 
-#include "prompt_check.h"
-#include "scoring_pass.h"
+#include "filter/scoring_pass.h"
+#include "prefill/prompt_check.h"
 
 namespace sift::plugins {
 

@@ -1,6 +1,6 @@
 // PrefillStreamingStage: ILRe's encoding (ILRe §3.3): a chunked prefill under a Λ mask through
 // the layers below the retrieval layer, the context's keys at the retrieval layer, and the
-// retrieval scores A^C of the query part (filter_common/streaming_prefill.h).
+// retrieval scores A^C of the query part (streaming_prefill.h).
 //
 // The retrieval layers come from the plan: every layer a later stage asked max_prob of (the
 // ilre filter asks for its l_R; 0-based layer l_R − 1). Results: state.layer_stats[l].max_prob =

@@ -14,7 +14,7 @@
 
 #include <vector>
 
-#include "select_stage_base.h"
+#include "selection/select_stage_base.h"
 
 namespace sift::plugins {
 

@@ -16,7 +16,7 @@
 #ifndef SIFT_PLUGINS_SNAPKV_SNAPKV_STAGE_H_
 #define SIFT_PLUGINS_SNAPKV_SNAPKV_STAGE_H_
 
-#include "select_stage_base.h"
+#include "selection/select_stage_base.h"
 
 namespace sift::plugins {
 

@@ -13,7 +13,7 @@
 
 #include <algorithm>
 
-#include "select_stage_base.h"
+#include "selection/select_stage_base.h"
 
 namespace sift::plugins {
 

@@ -7,8 +7,8 @@
 #include <vector>
 
 #include "context_allocation.h"
+#include "filter/replace_prompt.h"
 #include "gem_selection.h"
-#include "replace_prompt.h"
 #include "sift/error.h"
 
 namespace sift::plugins {

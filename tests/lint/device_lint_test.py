@@ -80,6 +80,13 @@ class DeviceLintTest(unittest.TestCase):
             self.assertEqual(rc, 1)
             self.assertEqual([e["file"] for e in out["errors"]], ["plugins/x/x_stage.cc"])
 
+    def test_the_plugin_kits_are_scanned(self):
+        body = "float f(const at::Tensor& t) { return *t.data_ptr<float>(); }\n"
+        with tree({"plugin_api/kits/x/x_ops.cc": body}) as root:
+            rc, out, _ = run("--root", root)
+            self.assertEqual(rc, 1)
+            self.assertEqual([e["file"] for e in out["errors"]], ["plugin_api/kits/x/x_ops.cc"])
+
     def test_marker_on_the_last_line_of_a_multiline_call(self):
         src = ("at::Tensor f(int64_t n) {\n"
                "  return at::arange(n,\n"

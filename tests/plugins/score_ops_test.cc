@@ -1,5 +1,5 @@
-// Shared score operations (plugins/common/score_ops.h) on hand-built tensors.
-#include "score_ops.h"
+// Shared score operations (plugin_api/kits/scores/score_ops.h) on hand-built tensors.
+#include "scores/score_ops.h"
 
 #include <gtest/gtest.h>
 

@@ -10,12 +10,12 @@
 #include <string>
 #include <vector>
 
-#include "cache_edit.h"
 #include "chunkkv_stage.h"
 #include "client.h"
 #include "layerwise_stage.h"
 #include "plugins/test_context.h"
 #include "prefill_full_stage.h"
+#include "selection/cache_edit.h"
 #include "sift/generate.h"
 #include "snapkv_stage.h"
 #include "support/siftd_process.h"

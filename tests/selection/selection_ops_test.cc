@@ -1,6 +1,6 @@
 // Unit tests of the pure index arithmetic of the selection plugins (selection_ops.h): ChunkKV
 // chunk selection, the PyramidKV schedule, layer-wise reuse groups and budgets.
-#include "selection_ops.h"
+#include "selection/selection_ops.h"
 
 #include <gtest/gtest.h>
 

@@ -10,7 +10,7 @@
 #include <set>
 
 #include "prefill_skip_stage.h"
-#include "score_ops.h"
+#include "scores/score_ops.h"
 #include "sift/error.h"
 #include "sift/generate.h"
 #include "sift/model.h"
@@ -315,7 +315,8 @@ TEST(PrefillSkipStageTest, BuiltInScheduleFitsAModelOfAnotherDepth) {
   // so the plugin passes siftd's load check on that model too.
   const char* path = std::getenv("SIFT_MODEL_QWEN");
   if (path == nullptr || *path == '\0') {
-    GTEST_SKIP() << "SIFT_MODEL_QWEN is not set (fetch the model with: bash tools/setup.sh model qwen)";
+    GTEST_SKIP()
+        << "SIFT_MODEL_QWEN is not set (fetch the model with: bash tools/setup.sh model qwen)";
   }
   const std::shared_ptr<const Model> qwen = Model::Load(path, ModelOptions());
   ASSERT_EQ(qwen->config().num_layers, 24);

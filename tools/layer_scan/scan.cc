@@ -13,7 +13,7 @@
 #include "gem_selection.h"
 #include "partial_prefill.h"
 #include "prompt.h"
-#include "score_ops.h"
+#include "scores/score_ops.h"
 #include "sift/host.h"
 #include "streaming_prefill.h"
 

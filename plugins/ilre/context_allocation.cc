@@ -4,7 +4,7 @@
 #include <limits>
 #include <numeric>
 
-#include "score_ops.h"
+#include "scores/score_ops.h"
 #include "sift/error.h"
 #include "sift/host.h"
 

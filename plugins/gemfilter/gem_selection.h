@@ -9,8 +9,8 @@
 //
 // THREADING: pure function.
 // ERRORS:    throws sift::Error for a scores tensor that is not 1-D, budget < 1 or kernel < 1.
-#ifndef SIFT_PLUGINS_FILTER_COMMON_GEM_SELECTION_H_
-#define SIFT_PLUGINS_FILTER_COMMON_GEM_SELECTION_H_
+#ifndef SIFT_PLUGINS_GEMFILTER_GEM_SELECTION_H_
+#define SIFT_PLUGINS_GEMFILTER_GEM_SELECTION_H_
 
 #include <ATen/ATen.h>
 
@@ -26,4 +26,4 @@ std::vector<int64_t> GemFilterSelect(const at::Tensor& scores, int64_t question_
 
 }  // namespace sift::plugins
 
-#endif  // SIFT_PLUGINS_FILTER_COMMON_GEM_SELECTION_H_
+#endif  // SIFT_PLUGINS_GEMFILTER_GEM_SELECTION_H_

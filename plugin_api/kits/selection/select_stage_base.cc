@@ -1,9 +1,9 @@
-#include "select_stage_base.h"
+#include "selection/select_stage_base.h"
 
 #include <algorithm>
 #include <map>
 
-#include "cache_edit.h"
+#include "selection/cache_edit.h"
 #include "sift/error.h"
 
 namespace sift::plugins {

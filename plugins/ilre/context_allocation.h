@@ -21,8 +21,8 @@
 //
 // THREADING: pure function.
 // ERRORS:    throws sift::Error for non-1-D scores, an empty kernel list, or a kernel < 1.
-#ifndef SIFT_PLUGINS_FILTER_COMMON_CONTEXT_ALLOCATION_H_
-#define SIFT_PLUGINS_FILTER_COMMON_CONTEXT_ALLOCATION_H_
+#ifndef SIFT_PLUGINS_ILRE_CONTEXT_ALLOCATION_H_
+#define SIFT_PLUGINS_ILRE_CONTEXT_ALLOCATION_H_
 
 #include <ATen/ATen.h>
 
@@ -50,4 +50,4 @@ std::vector<int64_t> AllocateContext(const at::Tensor& scores, const AllocationO
 
 }  // namespace sift::plugins
 
-#endif  // SIFT_PLUGINS_FILTER_COMMON_CONTEXT_ALLOCATION_H_
+#endif  // SIFT_PLUGINS_ILRE_CONTEXT_ALLOCATION_H_

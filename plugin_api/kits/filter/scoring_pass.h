@@ -1,11 +1,14 @@
+// SDK kit sift_kit_filter (plugin_api/kits/filter), linked by the scoring prefills
+// (prefill_partial, prefill_streaming).
+//
 // What a scoring-only first pass (prefill_partial, prefill_streaming) leaves in the request:
 // the statistics the following filter asked for, and nothing else computed from the prompt (no
 // cache, logits, hidden state or kept indices). The filter then replaces the prompt
 // (replace_prompt.h) and a prefill stage runs on the kept tokens.
 //
 // THREADING: touches only `state`. ERRORS: none.
-#ifndef SIFT_PLUGINS_FILTER_COMMON_SCORING_PASS_H_
-#define SIFT_PLUGINS_FILTER_COMMON_SCORING_PASS_H_
+#ifndef SIFT_KITS_FILTER_SCORING_PASS_H_
+#define SIFT_KITS_FILTER_SCORING_PASS_H_
 
 #include <chrono>
 #include <cstdint>
@@ -22,4 +25,4 @@ void FinishScoringPass(RequestState& state, std::map<int64_t, AttentionStats> st
 
 }  // namespace sift::plugins
 
-#endif  // SIFT_PLUGINS_FILTER_COMMON_SCORING_PASS_H_
+#endif  // SIFT_KITS_FILTER_SCORING_PASS_H_

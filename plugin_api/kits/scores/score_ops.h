@@ -1,10 +1,13 @@
+// SDK kit sift_kit_scores (plugin_api/kits/scores), linked by the selection kit, the filter
+// plugins (gemfilter, ilre), prefill_skip and tools/layer_scan.
+//
 // Score operations shared by the selection and filter plugins: GQA aggregation of per-query-head
 // scores, 1-D pooling along the token axis, and top-k kept in original order.
 //
 // Every function is pure, works on CPU fp32 tensors (other float dtypes are converted) and
 // throws sift::Error on misuse (wrong rank, kernel < 1, unknown names).
-#ifndef SIFT_PLUGINS_COMMON_SCORE_OPS_H_
-#define SIFT_PLUGINS_COMMON_SCORE_OPS_H_
+#ifndef SIFT_KITS_SCORES_SCORE_OPS_H_
+#define SIFT_KITS_SCORES_SCORE_OPS_H_
 
 #include <ATen/ATen.h>
 
@@ -38,4 +41,4 @@ at::Tensor TopKSorted(const at::Tensor& scores, int64_t k);
 
 }  // namespace sift::plugins
 
-#endif  // SIFT_PLUGINS_COMMON_SCORE_OPS_H_
+#endif  // SIFT_KITS_SCORES_SCORE_OPS_H_

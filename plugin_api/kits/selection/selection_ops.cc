@@ -1,9 +1,9 @@
-#include "selection_ops.h"
+#include "selection/selection_ops.h"
 
 #include <algorithm>
 #include <cmath>
 
-#include "score_ops.h"
+#include "scores/score_ops.h"
 #include "sift/error.h"
 
 namespace sift::plugins {

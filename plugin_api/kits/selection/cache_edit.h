@@ -1,3 +1,6 @@
+// SDK kit sift_kit_selection (plugin_api/kits/selection), linked by the select plugins and
+// the reuse plugin (layerwise).
+//
 // Cache edits shared by the select and reuse plugins: applying kept indices to a layer (really
 // freeing the evicted entries), optional RoPE re-rotation of kept keys to new positions,
 // re-computing observation statistics for a span of rows (context-only scoring), and the
@@ -12,8 +15,8 @@
 // THREADING: functions on one request's state; the model is shared read-only.
 // ERRORS:    sift::Error on shape misuse; FAILED_PRECONDITION statuses are returned where a model
 //            is needed but absent (unit tests pass model = nullptr).
-#ifndef SIFT_PLUGINS_SELECTION_COMMON_CACHE_EDIT_H_
-#define SIFT_PLUGINS_SELECTION_COMMON_CACHE_EDIT_H_
+#ifndef SIFT_KITS_SELECTION_CACHE_EDIT_H_
+#define SIFT_KITS_SELECTION_CACHE_EDIT_H_
 
 #include <ATen/ATen.h>
 
@@ -57,4 +60,4 @@ Status FinishSelection(const Model* model, RequestState& state, bool rerotated);
 
 }  // namespace sift::plugins
 
-#endif  // SIFT_PLUGINS_SELECTION_COMMON_CACHE_EDIT_H_
+#endif  // SIFT_KITS_SELECTION_CACHE_EDIT_H_

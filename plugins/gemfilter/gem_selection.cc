@@ -2,9 +2,9 @@
 
 #include <algorithm>
 
-#include "score_ops.h"
-#include "sift/host.h"
+#include "scores/score_ops.h"
 #include "sift/error.h"
+#include "sift/host.h"
 
 namespace sift::plugins {
 

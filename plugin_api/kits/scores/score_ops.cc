@@ -1,4 +1,4 @@
-#include "score_ops.h"
+#include "scores/score_ops.h"
 
 #include <algorithm>
 
@@ -28,9 +28,12 @@ at::Tensor AggregateGqa(const at::Tensor& scores, int64_t num_kv_heads, Reduce r
                  std::to_string(num_kv_heads) + " KV heads");
   at::Tensor grouped = scores.to(at::kFloat).reshape({num_kv_heads, hq / num_kv_heads, -1});
   switch (reduce) {
-    case Reduce::kMean: return grouped.mean(1);
-    case Reduce::kMax: return std::get<0>(grouped.max(1));
-    case Reduce::kSum: return grouped.sum(1);
+    case Reduce::kMean:
+      return grouped.mean(1);
+    case Reduce::kMax:
+      return std::get<0>(grouped.max(1));
+    case Reduce::kSum:
+      return grouped.sum(1);
   }
   return grouped.mean(1);
 }

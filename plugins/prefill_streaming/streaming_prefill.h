@@ -24,8 +24,8 @@
 // ERRORS:    throws sift::Error for bad options (empty prompt, no score layer, layer out of
 //            range, chunk < 1, window < 1). `cancelled` (may be empty) is polled
 //            before every layer of every chunk; when it returns true the function returns false.
-#ifndef SIFT_PLUGINS_FILTER_COMMON_STREAMING_PREFILL_H_
-#define SIFT_PLUGINS_FILTER_COMMON_STREAMING_PREFILL_H_
+#ifndef SIFT_PLUGINS_PREFILL_STREAMING_STREAMING_PREFILL_H_
+#define SIFT_PLUGINS_PREFILL_STREAMING_STREAMING_PREFILL_H_
 
 #include <ATen/ATen.h>
 
@@ -63,4 +63,4 @@ bool StreamingPrefill(const Model& model, const std::vector<TokenId>& tokens,
 
 }  // namespace sift::plugins
 
-#endif  // SIFT_PLUGINS_FILTER_COMMON_STREAMING_PREFILL_H_
+#endif  // SIFT_PLUGINS_PREFILL_STREAMING_STREAMING_PREFILL_H_

@@ -1,4 +1,4 @@
-#include "cache_edit.h"
+#include "selection/cache_edit.h"
 
 #include <algorithm>
 #include <string>

@@ -1,3 +1,6 @@
+// SDK kit sift_kit_selection (plugin_api/kits/selection), linked by the select plugins and
+// the reuse plugin (layerwise).
+//
 // SelectStageBase: the shared flow of the one-shot select plugins (snapkv, streamingllm, h2o,
 // pyramidkv, chunkkv). A plugin supplies only its scoring signal and three hooks; the base does
 // the rest:
@@ -34,8 +37,8 @@
 // THREADING: one instance per request (sift/stage.h). ERRORS: constructor throws sift::Error
 // naming the key; Run returns FAILED_PRECONDITION without a prefilled cache or without the
 // statistics its plan asked for.
-#ifndef SIFT_PLUGINS_SELECTION_COMMON_SELECT_STAGE_BASE_H_
-#define SIFT_PLUGINS_SELECTION_COMMON_SELECT_STAGE_BASE_H_
+#ifndef SIFT_KITS_SELECTION_SELECT_STAGE_BASE_H_
+#define SIFT_KITS_SELECTION_SELECT_STAGE_BASE_H_
 
 #include <ATen/ATen.h>
 
@@ -43,8 +46,8 @@
 #include <string>
 #include <vector>
 
-#include "score_ops.h"
-#include "selection_ops.h"
+#include "scores/score_ops.h"
+#include "selection/selection_ops.h"
 #include "sift/stage.h"
 
 namespace sift::plugins {
@@ -94,4 +97,4 @@ class SelectStageBase : public Stage {
 
 }  // namespace sift::plugins
 
-#endif  // SIFT_PLUGINS_SELECTION_COMMON_SELECT_STAGE_BASE_H_
+#endif  // SIFT_KITS_SELECTION_SELECT_STAGE_BASE_H_

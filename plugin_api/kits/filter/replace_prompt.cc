@@ -1,4 +1,4 @@
-#include "replace_prompt.h"
+#include "filter/replace_prompt.h"
 
 #include "sift/error.h"
 

@@ -12,8 +12,8 @@
 // ERRORS:    throws sift::Error for an empty prompt or request map, or a layer out of range;
 //            `cancelled` (may be empty) is polled before each layer and, when it returns true,
 //            the function returns false with `out` unspecified.
-#ifndef SIFT_PLUGINS_FILTER_COMMON_PARTIAL_PREFILL_H_
-#define SIFT_PLUGINS_FILTER_COMMON_PARTIAL_PREFILL_H_
+#ifndef SIFT_PLUGINS_PREFILL_PARTIAL_PARTIAL_PREFILL_H_
+#define SIFT_PLUGINS_PREFILL_PARTIAL_PARTIAL_PREFILL_H_
 
 #include <cstdint>
 #include <functional>
@@ -38,4 +38,4 @@ bool PartialPrefill(const Model& model, const std::vector<TokenId>& tokens,
 
 }  // namespace sift::plugins
 
-#endif  // SIFT_PLUGINS_FILTER_COMMON_PARTIAL_PREFILL_H_
+#endif  // SIFT_PLUGINS_PREFILL_PARTIAL_PARTIAL_PREFILL_H_

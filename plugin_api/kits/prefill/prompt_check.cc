@@ -1,4 +1,4 @@
-#include "prompt_check.h"
+#include "prefill/prompt_check.h"
 
 #include <string>
 

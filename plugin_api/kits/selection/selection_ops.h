@@ -6,8 +6,8 @@
 // Every function is pure (no model, no cache) so the edge cases are unit-tested on hand-built
 // scores. Scores are CPU float tensors [H, n] (one row per KV head); indices are int64, sorted
 // ascending (original order). Misuse (wrong rank, negative sizes) throws sift::Error.
-#ifndef SIFT_PLUGINS_SELECTION_COMMON_SELECTION_OPS_H_
-#define SIFT_PLUGINS_SELECTION_COMMON_SELECTION_OPS_H_
+#ifndef SIFT_KITS_SELECTION_SELECTION_OPS_H_
+#define SIFT_KITS_SELECTION_SELECTION_OPS_H_
 
 #include <ATen/ATen.h>
 
@@ -60,4 +60,4 @@ struct Budget {
 
 }  // namespace sift::plugins
 
-#endif  // SIFT_PLUGINS_SELECTION_COMMON_SELECTION_OPS_H_
+#endif  // SIFT_KITS_SELECTION_SELECTION_OPS_H_

@@ -1,4 +1,4 @@
-#include "scoring_pass.h"
+#include "filter/scoring_pass.h"
 
 #include <utility>
 
