@@ -1,4 +1,5 @@
-// ChunkKvStage (chunkkv.so): ChunkKV (paper §3.2.1, Algorithm 1).
+// ChunkKvStage (chunkkv.so): ChunkKV (paper §3.2.1, Algorithm 1; the chunk selection itself is
+// chunk_selection.h).
 //
 // Observation scores A = fp32 softmax rows of the last `window` queries (causal inside the
 // window) summed over those queries, aggregated over each KV head's query group (`gqa_reduce`),
@@ -22,6 +23,7 @@
 #ifndef SIFT_PLUGINS_CHUNKKV_CHUNKKV_STAGE_H_
 #define SIFT_PLUGINS_CHUNKKV_CHUNKKV_STAGE_H_
 
+#include "chunk_selection.h"
 #include "selection/select_stage_base.h"
 
 namespace sift::plugins {

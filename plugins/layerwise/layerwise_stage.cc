@@ -3,9 +3,14 @@
 #include <string>
 
 #include "selection/cache_edit.h"
-#include "selection/selection_ops.h"
+#include "sift/error.h"
 
 namespace sift::plugins {
+
+int64_t ReuseLeader(int64_t layer, int64_t n_reuse) {
+  SIFT_CHECK(layer >= 0 && n_reuse >= 1, "ReuseLeader: bad arguments");
+  return layer / n_reuse * n_reuse;
+}
 
 LayerwiseStage::LayerwiseStage(const StageParams& params)
     : n_reuse_(params.GetInt("n_reuse", 2, 1, 1024)) {}

@@ -27,6 +27,10 @@
 
 namespace sift::plugins {
 
+// Algorithm 2's groups: the leader whose indices `layer` uses (layer itself when
+// layer % n_reuse == 0). Throws sift::Error for layer < 0 or n_reuse < 1.
+int64_t ReuseLeader(int64_t layer, int64_t n_reuse);
+
 class LayerwiseStage : public Stage {
  public:
   explicit LayerwiseStage(const StageParams& params);

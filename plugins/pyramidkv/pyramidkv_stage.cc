@@ -2,6 +2,8 @@
 
 #include <algorithm>
 
+#include "pyramid_schedule.h"
+
 namespace sift::plugins {
 
 PyramidKvStage::PyramidKvStage(const StageParams& params)

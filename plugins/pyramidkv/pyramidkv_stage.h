@@ -1,6 +1,6 @@
 // PyramidKvStage (pyramidkv.so): PyramidKV (Cai et al. 2024): SnapKV scoring with per-layer
 // budgets that shrink linearly with depth (the KVCache-Factory PyramidKVCluster schedule,
-// selection_ops.h PyramidPrefixBudgets): with C = L the average per-layer budget and w the
+// pyramid_schedule.h PyramidPrefixBudgets): with C = L the average per-layer budget and w the
 // window, layer l keeps b_l prefix tokens + the window, b_0 > ... > b_{L-1},
 // b_{L-1} ~ (C - w) / beta, and sum_l b_l = num_layers * (C - w) exactly (rounding remainder
 // to the lowest layers), so the total cache equals a uniform budget of C per layer.

@@ -1,12 +1,17 @@
-// Unit tests of the pure index arithmetic of the selection plugins (selection_ops.h): ChunkKV
-// chunk selection, the PyramidKV schedule, layer-wise reuse groups and budgets.
-#include "selection/selection_ops.h"
-
+// Unit tests of the pure index arithmetic of the selection plugins: ChunkKV chunk selection
+// (plugins/chunkkv/chunk_selection.h), the PyramidKV schedule (plugins/pyramidkv/
+// pyramid_schedule.h), layer-wise reuse groups (plugins/layerwise/layerwise_stage.h) and budgets
+// (plugin_api/kits/selection/selection_ops.h).
 #include <gtest/gtest.h>
 
 #include <algorithm>
 #include <numeric>
 #include <vector>
+
+#include "chunk_selection.h"
+#include "layerwise_stage.h"
+#include "pyramid_schedule.h"
+#include "selection/selection_ops.h"
 
 namespace sift::plugins {
 namespace {
