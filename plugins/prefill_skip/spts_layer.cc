@@ -1,9 +1,7 @@
 #include "spts_layer.h"
 
 #include <cmath>
-#include <fstream>
 #include <limits>
-#include <string>
 
 #include "scores/score_ops.h"
 #include "sift/error.h"
@@ -11,38 +9,6 @@
 
 namespace sift::plugins {
 namespace {
-
-// Model::Linear's rule (sift/model.h, ModelOptions::upcast_min_rows): bf16 products with at
-// least `min_rows` rows run in fp32 on CPUs without hardware bf16.
-bool CpuHasNativeBf16() {
-  static const bool native = [] {
-    std::ifstream in("/proc/cpuinfo");
-    std::string line;
-    while (std::getline(in, line)) {
-      if (line.rfind("flags", 0) != 0) continue;
-      return line.find(" avx512_bf16") != std::string::npos ||
-             line.find(" amx_bf16") != std::string::npos;
-    }
-    return false;
-  }();
-  return native;
-}
-
-int64_t UpcastMinRows(const Model& model) {
-  const ModelOptions& o = model.options();
-  if (o.upcast_min_rows >= 0) return o.upcast_min_rows;
-  return o.dtype == at::kBFloat16 && !o.device.is_cuda() && !CpuHasNativeBf16() ? 16 : 0;
-}
-
-at::Tensor Linear(const Model& model, const at::Tensor& x, const at::Tensor& w,
-                  const at::Tensor& b) {
-  const int64_t min_rows = UpcastMinRows(model);
-  if (min_rows > 0 && x.size(0) >= min_rows) {
-    return at::linear(x.to(at::kFloat), w.to(at::kFloat), b.defined() ? b.to(at::kFloat) : b)
-        .to(x.scalar_type());
-  }
-  return at::linear(x, w, b.defined() ? b.to(x.scalar_type()) : b);
-}
 
 // Eq. 4: mean over query heads of softmax(q_h K_h^T / sqrt(d)). q: [1, Hq, hd]; k: [N, Hkv, hd].
 at::Tensor PapScores(const at::Tensor& q, const at::Tensor& k, double scale) {
@@ -78,7 +44,6 @@ SptsLayerResult SptsSkipLayer(const Model& model, int64_t layer, at::Tensor& x,
       positions.is_cpu() ? positions.to(at::kLong) : ToHost(positions.to(at::kLong));
   const at::TensorOptions row_options = x.options().dtype(at::kLong);
   at::Tensor last_pos = pos.slice(0, n - 1, n);
-  const int64_t min_rows = UpcastMinRows(model);
   SptsLayerResult result;
 
   // ---- attention (PAP) ----
@@ -92,25 +57,25 @@ SptsLayerResult SptsSkipLayer(const Model& model, int64_t layer, at::Tensor& x,
     result.attn_active = at::arange(n, row_options);
     cache.Append(layer, k, qkv.v, pos);
     AttentionOptions a = options.attention;
-    a.upcast_fp32 = min_rows > 0 && n >= min_rows;
+    a.upcast_fp32 = model.UpcastsToFp32(n);
     attn = Attention(q, cache.Keys(layer), cache.Values(layer), pos, cache.Positions(layer), a);
     x.add_(model.OutputProjection(layer, attn));
   } else {
     at::Tensor k_all =
-        model.ApplyRope(Linear(model, h, w.wk, w.bk).view({n, c.num_kv_heads, hd}), pos);
+        model.ApplyRope(model.Linear(h, w.wk, w.bk).view({n, c.num_kv_heads, hd}), pos);
     at::Tensor q_last = model.ApplyRope(
-        Linear(model, h.slice(0, n - 1, n), w.wq, w.bq).view({1, c.num_heads, hd}), last_pos);
+        model.Linear(h.slice(0, n - 1, n), w.wq, w.bq).view({1, c.num_heads, hd}), last_pos);
     result.scores = PapScores(q_last, k_all, scale);
     at::Tensor active = SelectWithLast(result.scores, m);
     result.attn_active = active;
     at::Tensor h_act = h.index_select(0, active);
     at::Tensor pos_act = pos.index_select(0, ToHost(active));  // one read per skipped layer
     at::Tensor q =
-        model.ApplyRope(Linear(model, h_act, w.wq, w.bq).view({m, c.num_heads, hd}), pos_act);
-    at::Tensor v = Linear(model, h_act, w.wv, w.bv).view({m, c.num_kv_heads, hd});
+        model.ApplyRope(model.Linear(h_act, w.wq, w.bq).view({m, c.num_heads, hd}), pos_act);
+    at::Tensor v = model.Linear(h_act, w.wv, w.bv).view({m, c.num_kv_heads, hd});
     cache.Append(layer, k_all.index_select(0, active), v, pos_act);
     AttentionOptions a = options.attention;
-    a.upcast_fp32 = min_rows > 0 && m >= min_rows;
+    a.upcast_fp32 = model.UpcastsToFp32(m);
     attn = Attention(q, cache.Keys(layer), cache.Values(layer), pos_act, cache.Positions(layer), a);
     x.index_add_(0, active, model.OutputProjection(layer, attn));
   }

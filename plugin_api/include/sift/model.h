@@ -135,6 +135,20 @@ class Model {
   // Final norm + LM head: x [n, hidden] -> logits [n, vocab] fp32.
   at::Tensor Logits(const at::Tensor& x) const;
 
+  // ---- the product rule ----
+  // x [n, in] W^T + b, the one rule every projection above uses: by the blocks `q` when given and
+  // x has at most ModelOptions::native_max_rows rows on the CPU (fp32 result); else by the dense
+  // w, x and b taken to w's dtype, and when UpcastsToFp32(n) computed in fp32 from that storage
+  // (w's dtype result). A stage that multiplies by the model's weights itself (SPTS's partial
+  // projections) calls it so its numerics are the model's.
+  at::Tensor Linear(const at::Tensor& x, const at::Tensor& w, const at::Tensor& b = {},
+                    const QuantizedMatrix* q = nullptr) const;
+  // True when a matrix product or an attention over `rows` query rows runs in fp32 from bf16
+  // storage (ModelOptions::upcast_min_rows, resolved for this machine at Load).
+  bool UpcastsToFp32(int64_t rows) const {
+    return upcast_min_rows_ > 0 && rows >= upcast_min_rows_;
+  }
+
   // One decoder layer on x (new rows at `positions`). With a cache, the new k/v are appended to
   // it and the rows attend to everything the layer's cache holds; without one, only to each
   // other. Returns the updated x.
@@ -167,10 +181,6 @@ class Model {
   std::vector<at::Tensor> w_gate_up_; // fused [2*ff, hidden] per layer
   at::Tensor inv_freq_cpu_;           // [hd/2] fp32 on the host (RoPE angles are host math)
   int64_t upcast_min_rows_ = 0;       // see ModelOptions::upcast_min_rows (resolved)
-  // x W^T + b: by the blocks `q` when given and x has few rows on the CPU (fp32 result), else
-  // by the dense w (compute dtype result).
-  at::Tensor Linear(const at::Tensor& x, const at::Tensor& w, const at::Tensor& b = {},
-                    const QuantizedMatrix* q = nullptr) const;
   const QuantizedLayer* Quantized(int64_t layer) const {
     return qweights_.empty() ? nullptr : &qweights_.layers[static_cast<size_t>(layer)];
   }

@@ -291,7 +291,7 @@ at::Tensor Model::Linear(const at::Tensor& x_in, const at::Tensor& w, const at::
     return b.defined() ? y.add_(b) : y;
   }
   const at::Tensor x = AsType(x_in, w.scalar_type());
-  if (upcast_min_rows_ > 0 && x.size(0) >= upcast_min_rows_) {
+  if (UpcastsToFp32(x.size(0))) {
     // Matrix-matrix product in fp32 from bf16 storage: converting the weight costs one pass over
     // it, far less than the emulated bf16 GEMM would.
     return at::linear(x.to(at::kFloat), w.to(at::kFloat), b.defined() ? b.to(at::kFloat) : b)
@@ -329,7 +329,7 @@ at::Tensor Model::Layer(int64_t layer, const at::Tensor& x, const at::Tensor& po
   const at::Tensor k = qkv.narrow(1, nq, nkv).view({n, c.num_kv_heads, hd});
   const at::Tensor v = qkv.narrow(1, nq + nkv, nkv).view({n, c.num_kv_heads, hd});
   AttentionOptions attn_options = attention;
-  attn_options.upcast_fp32 = upcast_min_rows_ > 0 && n >= upcast_min_rows_;
+  attn_options.upcast_fp32 = UpcastsToFp32(n);
   if (!options_.cpu_kernels) attn_options.kernel = AttentionKernel::kTorch;
   at::Tensor attn;
   if (cache != nullptr) {
