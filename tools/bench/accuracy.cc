@@ -62,7 +62,7 @@ int RunAccuracy(int argc, char** argv) {
                       {"depths", depths},
                       {"samples", samples},
                       {"seed", common.seed},
-                      {"haystack", common.haystack_dir},
+                      {"haystack", RepoRelativePath(common.haystack_dir)},
                       {"quick", common.quick},
                       {"sampling", "greedy"},
                       {"dtype", args.Get("dtype", "bf16")},
