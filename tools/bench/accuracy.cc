@@ -15,7 +15,7 @@ namespace sift::bench {
 
 int RunAccuracy(int argc, char** argv) {
   std::set<std::string> values = kCommonValues;
-  values.insert({"tasks", "lengths", "depths", "samples", "max-tokens"});
+  values.insert({"tasks", "lengths", "depths", "samples", "first-sample", "max-tokens"});
   const Args args(argc, argv, 2, kCommonFlags, values);
   const Common common = ReadCommon(args, false);
   const std::vector<std::string> tasks =
@@ -25,6 +25,10 @@ int RunAccuracy(int argc, char** argv) {
   const std::vector<int64_t> depths =
       ParseIntList(args.Get("depths", common.quick ? "25,50,75" : ""), "--depths");
   const int64_t samples = args.Int("samples", common.quick ? 1 : 5);
+  // Sample indices first..first+samples-1: extends an earlier run with new prompts (a sample
+  // depends only on the options and its index, so index 0 is always the same prompt).
+  const int64_t first_sample = args.Int("first-sample", 0);
+  if (samples < 1 || first_sample < 0) throw Error("--samples must be >= 1, --first-sample >= 0");
   // A cap on every task's answer budget (0 = the task's own): saves decode time on sweeps whose
   // answers are known to be short; an answer cut by the cap scores as generated.
   const int64_t max_tokens = args.Int("max-tokens", 0);
@@ -46,7 +50,7 @@ int RunAccuracy(int argc, char** argv) {
       std::vector<int64_t> ds = depths;
       if (ds.empty() || !TaskHasDepth(task)) ds = {-1};
       for (int64_t d : ds) {
-        for (int64_t i = 0; i < samples; ++i) {
+        for (int64_t i = first_sample; i < first_sample + samples; ++i) {
           jobs.push_back(
               {TaskOptions{task, length, static_cast<int>(d), common.seed, common.haystack_dir, 0},
                i});
@@ -61,6 +65,7 @@ int RunAccuracy(int argc, char** argv) {
                       {"lengths", lengths},
                       {"depths", depths},
                       {"samples", samples},
+                      {"first_sample", first_sample},
                       {"seed", common.seed},
                       {"haystack", RepoRelativePath(common.haystack_dir)},
                       {"quick", common.quick},
