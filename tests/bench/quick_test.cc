@@ -2,6 +2,7 @@
 // the real siftd:
 //   - the CI quick mode (`sift-bench accuracy --quick --spawn`, pipeline full) writes its raw
 //     results and full KV scores above chance on the shortest passkey task;
+//   - --first-sample N starts the sample indices at N (extending an earlier run);
 //   - in-process runs with a shared prefill give exactly the outputs of separate runs, and
 //     the same outputs as the daemon for a couple of configs (spot check).
 #include <gtest/gtest.h>
@@ -55,6 +56,27 @@ TEST(BenchQuickTest, QuickModeOnSpawnedSiftdScoresAboveChance) {
   }
   // Guessing a 6-digit passkey succeeds with probability 1e-6 per sample.
   EXPECT_GE(sum, 2.0) << doc["rows"].dump(1);
+}
+
+TEST(BenchQuickTest, FirstSampleStartsTheRunAtThatIndex) {
+  if (Model() == nullptr) GTEST_SKIP() << "SIFT_MODEL is not set";
+  sift::testing::TempDir dir;
+  const std::string out = dir.path() + "/acc";
+  const std::string cmd = std::string(SIFT_BINARY_DIR) + "/bin/sift-bench accuracy --in-process " +
+                          "--pipelines full --tasks passkey --lengths 512 --depths 50 " +
+                          "--first-sample 2 --samples 2 --max-tokens 4 --out '" + out + "' > '" +
+                          dir.path() + "/log' 2>&1";
+  const int rc = std::system(cmd.c_str());
+  std::ifstream log(dir.path() + "/log");
+  const std::string log_text((std::istreambuf_iterator<char>(log)), {});
+  ASSERT_EQ(rc, 0) << log_text;
+  std::ifstream in(out + "/accuracy.json");
+  const nlohmann::json doc = nlohmann::json::parse(in);
+  ASSERT_EQ(doc["rows"].size(), 2u) << log_text;
+  EXPECT_EQ(doc["rows"][0]["index"], 2);
+  EXPECT_EQ(doc["rows"][0]["id"], "passkey/512/d50/2");
+  EXPECT_EQ(doc["rows"][1]["index"], 3);
+  EXPECT_EQ(doc["meta"]["settings"]["first_sample"], 2);
 }
 
 TEST(BenchQuickTest, SharedPrefillEqualsSeparateRunsAndTheDaemon) {

@@ -32,6 +32,8 @@ int RunAccuracy(int argc, char** argv) {
            "needle depths in % for the single-needle tasks (default: the task's own; --quick: "
            "25,50,75)");
   AddValue(&own, "samples", "N", "samples per (task, length, depth) (default 5; --quick: 1)");
+  AddValue(&own, "first-sample", "K",
+           "sample indices start at K (default 0): a later run adds new prompts to an earlier one");
   AddValue(&own, "max-tokens", "N",
            "cap on every task's answer budget (default 0: the task's own)");
   cl.AddGroup(own);
@@ -46,6 +48,10 @@ int RunAccuracy(int argc, char** argv) {
   const std::vector<int64_t> depths =
       ParseIntList(args.Get("depths", common.quick ? "25,50,75" : ""), "--depths");
   const int64_t samples = args.Int("samples", common.quick ? 1 : 5);
+  // Sample indices first..first+samples-1: extends an earlier run with new prompts (a sample
+  // depends only on the options and its index, so index 0 is always the same prompt).
+  const int64_t first_sample = args.Int("first-sample", 0);
+  if (samples < 1 || first_sample < 0) throw Error("--samples must be >= 1, --first-sample >= 0");
   // A cap on every task's answer budget (0 = the task's own): saves decode time on sweeps whose
   // answers are known to be short; an answer cut by the cap scores as generated.
   const int64_t max_tokens = args.Int("max-tokens", 0);
@@ -67,7 +73,7 @@ int RunAccuracy(int argc, char** argv) {
       std::vector<int64_t> ds = depths;
       if (ds.empty() || !TaskHasDepth(task)) ds = {-1};
       for (int64_t d : ds) {
-        for (int64_t i = 0; i < samples; ++i) {
+        for (int64_t i = first_sample; i < first_sample + samples; ++i) {
           jobs.push_back(
               {TaskOptions{task, length, static_cast<int>(d), common.seed, common.haystack_dir, 0},
                i});
@@ -82,6 +88,7 @@ int RunAccuracy(int argc, char** argv) {
                       {"lengths", lengths},
                       {"depths", depths},
                       {"samples", samples},
+                      {"first_sample", first_sample},
                       {"seed", common.seed},
                       {"haystack", common.haystack_dir},
                       {"quick", common.quick},

@@ -177,6 +177,9 @@ answer prefix from the question for the same reason."
     SPEED_REPEATS="${SPEED_REPEATS:-1}"
     # Which (suite, length) folders to (re)run, e.g. SUITES="passkey needle" LENGTHS=2048.
     SUITES="${SUITES:-passkey needle ruler speed}"
+    # FIRST_SAMPLE=K adds samples K.. to an earlier run: into <suite>-<length>-s<K>, beside it
+    # (the report merges the folders).
+    FIRST_SAMPLE="${FIRST_SAMPLE:-0}"
     # The configs: full KV; the five selection methods + ChunkKV with reuse at the ChunkKV
     # paper's KV sizes; SnapKV, GemFilter and ILRe at the filter papers' absolute budgets; SPTS.
     configs=(--config full)
@@ -204,6 +207,7 @@ answer prefix from the question for the same reason."
         [[ "$suite" == speed ]] && continue
         [[ "$suite" == ruler && -z "${!rt}" ]] && continue
         out="$RAW/$suite-$len"
+        ((FIRST_SAMPLE > 0)) && out+="-s$FIRST_SAMPLE"
         rm -rf "$out"
         case "$suite" in
           passkey) args=(--tasks passkey --depths "${!pd}" --samples "$SAMPLES") ;;
@@ -211,6 +215,7 @@ answer prefix from the question for the same reason."
           ruler) args=(--tasks "${!rt}" --samples "$RULER_SAMPLES") ;;
           *) log "unknown suite $suite"; exit 2 ;;
         esac
+        args+=(--first-sample "$FIRST_SAMPLE")
         measure accuracy "${common[@]}" --lengths "$len" "${args[@]}" --out "$out" || true
       done
     done

@@ -183,13 +183,19 @@ void BlockedAttention(const at::Tensor& q_in, const at::Tensor& k_in, const at::
     if (!request.any() && out.defined()) {
       // LibTorch's fused kernel (flash / memory-efficient where available). A block that sees
       // every key it reaches needs no mask, which keeps the flash kernel eligible.
-      at::Tensor mask;
-      if (kfull < kend) {
-        mask = VisibleMask(q_pos.slice(0, i0, i1), k_pos, 0, kend, options, device).unsqueeze(1);
-      }
-      at::Tensor ob = at::scaled_dot_product_attention(
-          qb.view({hkv, group, b, hd}), kb.unsqueeze(1).expand({hkv, group, kend, hd}),
-          vb.unsqueeze(1).expand({hkv, group, kend, hd}), mask, 0.0, false, scale);
+      // No mask is passed as an empty optional: LibTorch 2.x rejects an undefined mask tensor
+      // ("attn_mask.dtype: nullptr") on CUDA.
+      const at::Tensor qv = qb.view({hkv, group, b, hd});
+      const at::Tensor kv = kb.unsqueeze(1).expand({hkv, group, kend, hd});
+      const at::Tensor vv = vb.unsqueeze(1).expand({hkv, group, kend, hd});
+      at::Tensor ob =
+          kfull < kend
+              ? at::scaled_dot_product_attention(
+                    qv, kv, vv,
+                    VisibleMask(q_pos.slice(0, i0, i1), k_pos, 0, kend, options, device)
+                        .unsqueeze(1),
+                    0.0, false, scale)
+              : at::scaled_dot_product_attention(qv, kv, vv, {}, 0.0, false, scale);
       out.slice(2, i0, i1).copy_(ob);
       continue;
     }
