@@ -7,12 +7,12 @@
 // traffic, carrying the latest stage progress), expires deadlines of queued requests, and
 // records request metrics and a log line per terminal message.
 //
-// Socket rules (serving-anchors §7): ROUTER_MANDATORY=1 so an unknown or vanished client is an
-// error (EHOSTUNREACH: its requests are cancelled) rather than a silent drop; finite SNDHWM /
-// RCVHWM; sends never block (a client that stops reading gets a bounded backlog, then is
-// treated as gone); LINGER set explicitly so shutdown neither hangs nor loses terminal
-// messages; ZMTP heartbeats detect dead TCP peers; an oversize message gets an error. The
-// socket files of ipc:// endpoints are removed when the front end is destroyed.
+// Socket rules (option names as in libzmq's zmq_setsockopt(3)): ROUTER_MANDATORY=1 so an unknown or
+// vanished client is an error (EHOSTUNREACH: its requests are cancelled) rather than a silent drop;
+// finite SNDHWM / RCVHWM; sends never block (a client that stops reading gets a bounded backlog,
+// then is treated as gone); LINGER set explicitly so shutdown neither hangs nor loses terminal
+// messages; ZMTP heartbeats detect dead TCP peers; an oversize message gets an error. The socket
+// files of ipc:// endpoints are removed when the front end is destroyed.
 //
 // Connection identity: requests belong to the connection that sent them, not merely to a
 // routing id. A socket monitor reports each closed connection (by file descriptor, matched to

@@ -78,7 +78,7 @@ class Plugin : public std::enable_shared_from_this<Plugin> {
 
  private:
   Info info_;
-  std::shared_ptr<void> library_;  // the boost::dll::shared_library; see UNLOAD POLICY
+  std::shared_ptr<void> library_;  // the dlopen handle (never closed); see UNLOAD POLICY
   const sift_plugin_descriptor* descriptor_;
 };
 

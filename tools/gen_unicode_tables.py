@@ -1,10 +1,10 @@
 #!/usr/bin/env python3
 """Generates plugin_api/src/base/unicode_tables.inc: code point classes for the tokenizer.
 
-The pre-tokenizer regexes (engine-specs §3.3) only ask three questions of a code point:
-is it a letter (\\p{L}: general category L*), a number (\\p{N}: N*) or whitespace (\\s: the
-Unicode White_Space property)? Marks (\\p{M}), punctuation and symbols all fall into "other"
-([^\\s\\p{L}\\p{N}]), so no other class is needed.
+The pre-tokenizer regexes (the Split patterns of tokenizer.json's pre_tokenizer) only ask three
+questions of a code point: is it a letter (\\p{L}: general category L*), a number (\\p{N}: N*) or
+whitespace (\\s: the Unicode White_Space property)? Marks (\\p{M}), punctuation and symbols all fall
+into "other" ([^\\s\\p{L}\\p{N}]), so no other class is needed.
 
 Letters and numbers come from Python's unicodedata (its Unicode version is written into the
 output). White_Space is not exposed by unicodedata, so it is listed here from PropList.txt; it

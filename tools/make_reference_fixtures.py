@@ -146,7 +146,7 @@ SPECIAL_TOKENS = [
     "<jupyter_output>", "<jupyter_script>", "<empty_output>",
 ]
 
-# The chat template the GGUF should carry (engine-specs §3.7).
+# The chat template the GGUF should carry (SmolLM2-Instruct's tokenizer_config.json).
 EXPECTED_CHAT_TEMPLATE = (
     "{% for message in messages %}{% if loop.first and messages[0]['role'] != 'system' %}"
     "{{ '<|im_start|>system\nYou are a helpful AI assistant named SmolLM, trained by Hugging Face"
@@ -274,7 +274,7 @@ def first_words(text: str, n_words: int) -> str:
 # --------------------------------------------------------------------------- #
 
 def dequant_independent(t):
-    """Dequantise a gguf ReaderTensor from the ggml block layouts (engine-specs §1.3)."""
+    """Dequantise a gguf ReaderTensor from the ggml block layouts (ggml src/ggml-common.h)."""
     import numpy as np
 
     name = t.tensor_type.name
@@ -364,7 +364,7 @@ def dequant_independent(t):
 
 
 def unpermute_qk(w, n_head: int):
-    """GGUF (llama.cpp-permuted) q/k rows -> HF row order (engine-specs §1.8)."""
+    """GGUF (llama.cpp-permuted) q/k rows -> HF row order (convert_hf_to_gguf.py's permute)."""
     out_f, in_f = w.shape
     hd = out_f // n_head
     return w.reshape(n_head, hd // 2, 2, in_f).swapaxes(1, 2).reshape(out_f, in_f)

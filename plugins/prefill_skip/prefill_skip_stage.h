@@ -1,5 +1,5 @@
 // PrefillSkipStage: the SPTS prefill (self-predictive token skipping: PAP for attention, LTP for
-// the FFN, MSDP candidate pruning; docs/methods/spts.md, paper in shared/papers/spts.md).
+// the FFN, MSDP candidate pruning; docs/methods/spts.md).
 //
 // Builds a fresh per-layer-ragged KV cache (state.cache) from state.tokens at positions 0..n-1:
 // dense layers cache every token, skip layers only their active tokens, each at its original

@@ -1,6 +1,7 @@
-// Pins the real model file ($SIFT_MODEL, SmolLM2-135M-Instruct.Q4_1.gguf; skipped when unset):
-// its metadata, tensor table and per-type counts as actually read (engine-specs §1.6–1.7, §4),
-// and LoadWeightsFromGguf's shapes and q/k un-permutation against raw dequantised rows.
+// Pins the real model file ($SIFT_MODEL, SmolLM2-135M-Instruct.Q4_1.gguf; skipped when unset): its
+// metadata, tensor table and per-type counts as actually read (GGUF keys as in ggml docs/gguf.md;
+// SmolLM2-135M's published configuration), and LoadWeightsFromGguf's shapes and q/k un-permutation
+// against raw dequantised rows.
 #include <ATen/Parallel.h>
 #include <gtest/gtest.h>
 
@@ -105,7 +106,7 @@ TEST_F(GgufModelTest, Metadata) {
   EXPECT_EQ(c.rope_scaling.type, "none");
   EXPECT_TRUE(c.tied_embeddings);
   EXPECT_FALSE(c.attention_bias);
-  // 134,515,008 parameters in all (engine-specs §1.7).
+  // 134,515,008 parameters in all (the figure published for SmolLM2-135M).
   EXPECT_EQ(c.num_layers * (c.LinearParamsPerLayer() + 2 * c.hidden_size) +
                 c.vocab_size * c.hidden_size + c.hidden_size,
             134515008);
@@ -121,7 +122,8 @@ TEST_F(GgufModelTest, TensorTable) {
     ++counts[GgmlTypeName(t.type)];
     data_bytes += t.nbytes;
   }
-  // Pinned from the file as read (matches the prediction in engine-specs §1.7).
+  // Pinned from the file as read (llama-quantize's choice for Q4_1: F32 norms, Q8_0 token_embd
+  // (Q6_K falls back because 576 is not a multiple of 256), Q4_1 elsewhere).
   EXPECT_EQ(counts, (std::map<std::string, int>{{"F32", 61}, {"Q4_1", 210}, {"Q8_0", 1}}));
   EXPECT_EQ(data_bytes, 96576768u);
   EXPECT_EQ(f.file_size() - f.data_offset(), 96576768u);  // no inter-tensor padding needed
@@ -167,8 +169,8 @@ TEST_F(GgufModelTest, WeightShapesAndTiedHead) {
   EXPECT_GT(w.final_norm.abs().max().item<float>(), 0.1f);
 }
 
-// HF row j*32 + i of a head equals GGUF row 2i + j (engine-specs §1.8), compared with rows
-// dequantised straight from the file.
+// HF row j*32 + i of a head equals GGUF row 2i + j (llama.cpp convert_hf_to_gguf.py,
+// LlamaModel.permute), compared with rows dequantised straight from the file.
 TEST_F(GgufModelTest, QkRowsAreUnpermuted) {
   SKIP_WITHOUT_MODEL();
   const int64_t hd = 64;

@@ -1,5 +1,6 @@
-// Test-only GGUF writer: builds small GGUF files byte by byte (engine-specs §1.1) so tests can
-// round-trip metadata and tensors and craft corrupt files. Header-only; not part of the library.
+// Test-only GGUF writer: builds small GGUF files byte by byte (layout: ggml docs/gguf.md) so tests
+// can round-trip metadata and tensors and craft corrupt files. Header-only; not part of the
+// library.
 //
 // Layout written: magic, version, n_tensors, n_kv (uint64), the key/value pairs in insertion
 // order, the tensor infos, zero padding to `alignment`, then each tensor's bytes, each padded to

@@ -10,7 +10,7 @@
 namespace sift {
 namespace {
 
-// SmolLM2-Instruct's tokenizer.chat_template, verbatim (engine-specs §3.7).
+// SmolLM2-Instruct's tokenizer.chat_template, verbatim (as in its tokenizer_config.json and GGUF).
 const std::string kSmolLM2Template =
     "{% for message in messages %}{% if loop.first and messages[0]['role'] != 'system' %}"
     "{{ '<|im_start|>system\nYou are a helpful AI assistant named SmolLM, trained by Hugging "

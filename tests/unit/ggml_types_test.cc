@@ -1,7 +1,7 @@
 // Tests for sift/ggml_types.h: the type table, half/bf16 conversions, and DequantizeRow for every
 // supported type. Each block is packed here, byte by byte, from chosen scales and quants following
-// the layouts in engine-specs §1.3; the scales are powers of two and the quants small integers,
-// so the expected values are exact and compared with ==.
+// the layouts of ggml's src/ggml-common.h; the scales are powers of two and the quants small
+// integers, so the expected values are exact and compared with ==.
 #include "sift/ggml_types.h"
 
 #include <gtest/gtest.h>

@@ -435,7 +435,7 @@ TEST(HfConfigTest, SmolLm2AndDefaults) {
   EXPECT_EQ(c.group_size(), 3);
   EXPECT_EQ(c.rope_scaling.type, "none");
   EXPECT_TRUE(c.tied_embeddings);
-  EXPECT_EQ(c.LinearParamsPerLayer(), 3538944);  // engine-specs §1.7: 3,540,096 incl. norms
+  EXPECT_EQ(c.LinearParamsPerLayer(), 3538944);  // 3,540,096 with the two norms
   EXPECT_EQ(c.name, std::filesystem::path(dir.path()).filename().string());
 
   nlohmann::json j = SmolLm2Config();

@@ -83,7 +83,7 @@ TEST(PreTokenizerTest, SmolLMIsolatesDigitsBeforeTheGpt2Pattern) {
                    {"Hi!!! ...ok?", {"Hi", "!!!", " ...", "ok", "?"}},
                    {"你好世界 ok", {"你好世界", " ok"}},
                    {"😀👍 x", {"😀👍", " x"}},
-                   // The space before a digit is not attached to it (engine-specs §9.7).
+                   // The space before a digit is not attached to it (as HF tokenizers splits it).
                    {"a 12b", {"a", " ", "1", "2", "b"}},
                    {"$250,000", {"$", "2", "5", "0", ",", "0", "0", "0"}},
                    {"x\t\ty", {"x", "\t", "\t", "y"}},

@@ -1,6 +1,7 @@
 // Tests for ModelConfig::FromGguf and LoadWeightsFromGguf on a tiny llama-shaped GGUF this test
-// writes itself: metadata defaults, shapes, exact values through F32 and Q8_0 tensors, the q/k
-// row un-permutation (engine-specs §1.8) for weights and biases, tied/untied heads, and errors.
+// writes itself: metadata defaults, shapes, exact values through F32 and Q8_0 tensors, the q/k row
+// un-permutation (convert_hf_to_gguf.py, LlamaModel.permute) for weights and biases, tied/untied
+// heads, and errors.
 #include <gtest/gtest.h>
 
 #include <cstring>
@@ -151,7 +152,8 @@ at::Tensor FileTensor(const std::string& name, const std::vector<int64_t>& torch
 }
 
 // HF row of GGUF row r inside a permuted q/k tensor: GGUF row 2i + j of a head is HF row
-// j * hd/2 + i (engine-specs §1.8), written out element by element, independent of the loader.
+// j * hd/2 + i (llama.cpp convert_hf_to_gguf.py, LlamaModel.permute), written out element by
+// element, independent of the loader.
 int64_t HfRowOfGgufRow(int64_t r) {
   const int64_t head = r / kHeadDim, within = r % kHeadDim;
   const int64_t i = within / 2, j = within % 2;

@@ -90,7 +90,7 @@ int RunAccuracy(int argc, char** argv) {
                       {"samples", samples},
                       {"first_sample", first_sample},
                       {"seed", common.seed},
-                      {"haystack", common.haystack_dir},
+                      {"haystack", RepoRelativePath(common.haystack_dir)},
                       {"quick", common.quick},
                       {"sampling", "greedy"},
                       {"dtype", args.Get("dtype", "bf16")},

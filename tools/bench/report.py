@@ -10,6 +10,7 @@ document says the plots are missing. Standard library only apart from matplotlib
 import argparse
 import json
 import os
+import re
 import statistics
 import sys
 from collections import OrderedDict, defaultdict
@@ -51,6 +52,24 @@ def rel(path, start):
     return os.path.relpath(path, start)
 
 
+# The repository this script belongs to: meta written by an older sift-bench may still name
+# absolute paths; the document spells them as tools/bench/results.h's RepoRelativePath does
+# (inside the repository: relative to it; beside it: "../...").
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+
+
+def repo_rel_text(text, root=ROOT):
+    """`text` with absolute paths inside or beside `root` made repository-relative."""
+    if not isinstance(text, str):
+        return text
+    start = r"(?<![\w./-])"  # a path starts the word: "/x/a/b/" does not contain "/a/b/"
+    text = re.sub(start + re.escape(root + "/"), "", text)
+    parent = os.path.dirname(root)
+    if parent not in ("", "/"):
+        text = re.sub(start + re.escape(parent + "/"), "../", text)
+    return text
+
+
 def try_matplotlib():
     try:
         import matplotlib
@@ -74,18 +93,19 @@ def meta_section(out, metas, doc_dir):
             out.append("**%s** (`%s`, %s)\n" % (suite, rel(d, doc_dir), m.get("date", "")))
             out.append("- machine: %s, %s cores (load average at start: %s)" %
                        (m.get("cpu"), m.get("cores"), m.get("loadavg")))
-            out.append("- model: `%s` sha256 `%s`" % (m.get("model_file", m.get("model")),
+            out.append("- model: `%s` sha256 `%s`" % (m.get("model_file", repo_rel_text(m.get("model"))),
                                                         m.get("model_sha256", "?")))
             out.append("- commit: `%s`%s" % (m.get("commit"),
                                              " (with uncommitted changes)" if m.get("dirty") else ""))
             out.append("- backend: %s" % m.get("backend"))
-            out.append("- settings: " + ", ".join("%s=%s" % (k, json.dumps(v)) for k, v in s.items()))
+            out.append("- settings: " + ", ".join("%s=%s" % (k, json.dumps(repo_rel_text(v)))
+                                                  for k, v in s.items()))
             cfgs = m.get("configs", [])
             out.append("- configs: " + ", ".join(
                 "`%s` = pipeline `%s`%s" % (c["label"], c["pipeline"],
                                             (" " + json.dumps(c["overrides"])) if c["overrides"] else "")
                 for c in cfgs))
-            out.append("- command: `%s`" % m.get("command"))
+            out.append("- command: `%s`" % repo_rel_text(m.get("command")))
             out.append("")
 
 

@@ -37,7 +37,55 @@ std::string CpuModel() {
   return "unknown";
 }
 
+// The command line with absolute paths (whole arguments or the value of --key=VALUE) spelt
+// repository-relative.
+std::string RelativeCommand(int argc, char** argv) {
+  std::string cmd;
+  for (int i = 0; i < argc; ++i) {
+    std::string arg = argv[i];
+    const size_t eq = arg.rfind("--", 0) == 0 ? arg.find('=') : std::string::npos;
+    if (!arg.empty() && arg[0] == '/') {
+      arg = RepoRelativePath(arg);
+    } else if (eq != std::string::npos && eq + 1 < arg.size() && arg[eq + 1] == '/') {
+      arg = arg.substr(0, eq + 1) + RepoRelativePath(arg.substr(eq + 1));
+    }
+    cmd += (i ? " " : "") + arg;
+  }
+  return cmd;
+}
+
 }  // namespace
+
+std::string RepoRelativePath(const std::string& path, const std::string& root) {
+  namespace fs = std::filesystem;
+  if (path.empty() || root.empty() || path.find("://") != std::string::npos) return path;
+  std::error_code ec;
+  const fs::path p = fs::absolute(path, ec).lexically_normal();
+  const fs::path r = fs::absolute(root, ec).lexically_normal();
+  if (ec) return path;
+  auto within = [](const fs::path& inner, const fs::path& outer) -> fs::path {
+    const fs::path rel = inner.lexically_relative(outer);
+    if (rel.empty() || *rel.begin() == "..") return {};
+    return rel;
+  };
+  // A trailing separator ("/repo/") leaves an empty last component: compare without it.
+  const fs::path root_dir = r.has_filename() ? r : r.parent_path();
+  if (const fs::path inside = within(p, root_dir); !inside.empty()) {
+    const std::string s = inside.string();
+    return s == "." ? "." : s;
+  }
+  const fs::path parent = root_dir.parent_path();
+  if (!parent.empty() && parent != root_dir.root_path()) {
+    if (const fs::path beside = within(p, parent); !beside.empty() && beside.string() != ".") {
+      return (fs::path("..") / beside).string();
+    }
+  }
+  return path;
+}
+
+std::string RepoRelativePath(const std::string& path) {
+  return RepoRelativePath(path, SIFT_SOURCE_DIR);
+}
 
 std::string CommandOutput(const std::string& command) {
   FILE* p = ::popen(command.c_str(), "r");
@@ -52,8 +100,7 @@ std::string CommandOutput(const std::string& command) {
 }
 
 nlohmann::json MakeMeta(int argc, char** argv, const std::string& model) {
-  std::string cmd;
-  for (int i = 0; i < argc; ++i) cmd += (i ? " " : "") + std::string(argv[i]);
+  const std::string cmd = RelativeCommand(argc, argv);
   const std::time_t now = std::time(nullptr);
   char date[64];
   std::strftime(date, sizeof(date), "%Y-%m-%dT%H:%M:%SZ", std::gmtime(&now));
@@ -68,7 +115,7 @@ nlohmann::json MakeMeta(int argc, char** argv, const std::string& model) {
       {"dirty",
        !CommandOutput("git -C '" + src + "' status --porcelain --untracked-files=no 2>/dev/null")
             .empty()},
-      {"model", model},
+      {"model", RepoRelativePath(model)},
   };
   if (!model.empty()) {
     const std::string sha = CommandOutput("sha256sum '" + model + "' 2>/dev/null");

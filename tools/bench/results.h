@@ -1,6 +1,8 @@
 // sift-bench raw results: DIR/<suite>.json ({"suite", "meta", "rows": [...]}) and DIR/<suite>.csv
 // (one line per row, the given columns; strings quoted as RFC 4180). Meta describes the run:
 // machine (CPU model, cores, load), model file + sha256, commit, command line, settings.
+// Paths in the meta (model, haystack, the command's arguments) are written as RepoRelativePath
+// spells them, so committed results name no machine's folders.
 //
 // THREADING: pure functions. ERRORS: WriteResults throws sift::Error when a file cannot be
 // written.
@@ -12,6 +14,15 @@
 #include <vector>
 
 namespace sift::bench {
+
+// `path` as results spell it: relative to the repository `root` when it lies inside it
+// ("models/x.gguf"), "../<rest>" when it lies beside it, i.e. under the root's parent folder
+// ("../shared/data/pg_essays"), otherwise as given (e.g. "/tmp/run", "", a URL). A relative
+// `path` is first resolved against the current directory; the comparison is lexical (symbolic
+// links are not followed), so a path spelt through the repository stays inside it.
+std::string RepoRelativePath(const std::string& path, const std::string& root);
+// The same against this source tree (SIFT_SOURCE_DIR).
+std::string RepoRelativePath(const std::string& path);
 
 // Machine, model, commit and the command line. `model` may be "".
 nlohmann::json MakeMeta(int argc, char** argv, const std::string& model);

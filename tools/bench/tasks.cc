@@ -186,9 +186,12 @@ bool TaskHasDepth(const std::string& task) {
 }
 
 std::string DefaultHaystackDir() {
-  const std::string dir = "/work/shared/data/pg_essays";
+  // The essays beside the checkout (../shared/data/pg_essays), where the project's machines keep
+  // them; a user without them passes --haystack or gets the built-in filler.
+  const std::filesystem::path dir =
+      std::filesystem::path(SIFT_SOURCE_DIR).parent_path() / "shared" / "data" / "pg_essays";
   std::error_code ec;
-  return std::filesystem::is_directory(dir, ec) ? dir : "";
+  return std::filesystem::is_directory(dir, ec) ? dir.lexically_normal().string() : "";
 }
 
 int64_t PromptTokens(const Tokenizer& tokenizer, const std::string& context,

@@ -1,5 +1,6 @@
 // sift-bench task generators and scorers: passkey (ILRe App. A.1), needle in a haystack
-// (Kamradt) and RULER-style synthetic tasks (engine-specs §6-8). Library `sift_bench_tasks`
+// (Kamradt, github.com/gkamradt/LLMTest_NeedleInAHaystack) and RULER-style synthetic tasks
+// (RULER, Hsieh et al., arXiv:2404.06654, github.com/NVIDIA/RULER). Library `sift_bench_tasks`
 // (links sift_base only, no daemon), shared by sift-bench and analysis tools.
 //
 // A Sample is what a client sends to siftd as `context` + `question` (the daemon renders the
@@ -66,7 +67,8 @@ struct TaskOptions {
 std::vector<std::string> TaskNames();
 // Whether the task places one needle at a controllable depth (depth_percent is honoured).
 bool TaskHasDepth(const std::string& task);
-// The folder used when none is given: /work/shared/data/pg_essays if it exists, else "".
+// The folder used when none is given: shared/data/pg_essays beside the source checkout (the
+// repository's parent folder) if it exists, else "".
 std::string DefaultHaystackDir();
 
 // Deterministic from (options, index); uses the tokenizer + chat template to fit `length`.

@@ -2,7 +2,8 @@
 //
 // The format is detected from the GGUF `tokenizer.chat_template` string. The SmolLM2 template
 // injects a default system prompt when the first message is not a system message; the detected
-// template remembers that text and reproduces it exactly (engine-specs §3.7).
+// template remembers that text and reproduces it exactly (the template string of
+// SmolLM2-Instruct's tokenizer_config.json, verbatim in tests/unit/chat_template_test.cc).
 //
 // Exact rendering rules (roles and contents are copied verbatim unless stated):
 //   ChatML:  for each message "<|im_start|>{role}\n{content}<|im_end|>\n"; if there is a default

@@ -1,7 +1,8 @@
 // ggml tensor types (block-quantised and plain) and their dequantisation to float.
 //
-// Block layouts and formulas: shared/reference/engine-specs.md §1.2–1.3. Every function is pure
-// and thread-safe. Dequantize* throw sift::Error for a type that is not supported.
+// Block layouts and formulas: ggml's src/ggml-common.h (block_q4_0, block_q4_K, ...) and the
+// dequantize_row_* functions of src/ggml-quants.c (https://github.com/ggml-org/ggml). Every
+// function is pure and thread-safe. Dequantize* throw sift::Error for a type that is not supported.
 #ifndef SIFT_GGML_TYPES_H_
 #define SIFT_GGML_TYPES_H_
 

@@ -1,6 +1,7 @@
 // Read-only view of a GGUF file (llama.cpp's model container), memory-mapped.
 //
-// Layout reference: shared/reference/engine-specs.md §1. GgufFile::Open parses the header,
+// Layout reference: the GGUF spec, docs/gguf.md of ggml
+// (https://github.com/ggml-org/ggml/blob/master/docs/gguf.md). GgufFile::Open parses the header,
 // every metadata pair and the tensor table, and validates offsets, alignment and sizes against
 // the file length; tensor bytes are not copied (GgufTensorInfo::data points into the mapping).
 //

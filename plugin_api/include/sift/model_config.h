@@ -1,6 +1,7 @@
 // Hyperparameters of a Llama-family decoder, read from GGUF metadata or HF config.json.
 //
-// Sources: GGUF `general.architecture` and `<arch>.*` keys (engine-specs §1.6), or the HF keys
+// Sources: GGUF `general.architecture` and `<arch>.*` keys (the GGUF spec's standardized
+// key-value pairs, ggml docs/gguf.md), or the HF keys
 // of config.json: rope_theta and rope scaling (default, linear, llama3) either top level
 // ("rope_theta", "rope_scaling") or under transformers >= 5's "rope_parameters"; other rope
 // types, partial rotary embeddings and activations other than silu are refused.

@@ -3,8 +3,8 @@
 // pre-tokenizer: smollm, llama3, qwen2, gpt-2) or, from GGUF only, SentencePiece-style BPE
 // ("llama" model: Llama 2, Mistral); special tokens recognised inside text.
 //
-// Exactness target: the same ids as Hugging Face `tokenizers` for the same vocabulary
-// (engine-specs §3). Checked against committed fixtures in tests/.
+// Exactness target: the same ids as Hugging Face `tokenizers` for the same vocabulary.
+// Checked against committed fixtures in tests/ (tools/make_reference_fixtures.py).
 //
 // Byte-level BPE ("gpt2"): text -> normalizer (none, or Unicode NFC: Qwen2's tokenizer.json,
 // and GGUF files with the qwen2 pre-tokenizer, whose original tokenizer.json has it) ->

@@ -2,7 +2,8 @@
 //
 // Layout: every projection is (out_features, in_features) as in nn.Linear. q/k rows are in HF
 // order (GGUF files store them permuted for adjacent-pair RoPE; the loader undoes it, see
-// engine-specs §1.8), so the model applies rotate_half ("NeoX") RoPE.
+// llama.cpp's convert_hf_to_gguf.py, LlamaModel.permute), so the model applies rotate_half
+// ("NeoX") RoPE.
 //
 // OWNERSHIP: ModelWeights owns its tensors (refcounted at::Tensor); no pointers into the file are
 //            kept after loading, so the GgufFile may be closed.

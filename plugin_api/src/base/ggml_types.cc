@@ -1,4 +1,4 @@
-// ggml tensor type table and row dequantisation (engine-specs §1.2–1.3).
+// ggml tensor type table and row dequantisation (ggml src/ggml-common.h, src/ggml-quants.c).
 //
 // Every function here is pure and thread-safe (GgmlTypeName's fallback string is thread-local).
 // Block structs are never reinterpret_cast: fields are read from bytes with memcpy, so rows need

@@ -1,7 +1,7 @@
-// GGUF reader: header, metadata and tensor table parsed from a read-only mapping (engine-specs
-// §1.1). Every read goes through Parser, which checks the remaining length first, so a truncated
-// or corrupt file raises sift::Error ("<path>: truncated: ...") instead of reading past the end.
-// Values are not copied: GgufValue and GgufTensorInfo point into the mapping.
+// GGUF reader: header, metadata and tensor table parsed from a read-only mapping (the GGUF spec,
+// ggml docs/gguf.md). Every read goes through Parser, which checks the remaining length first, so a
+// truncated or corrupt file raises sift::Error ("<path>: truncated: ...") instead of reading past
+// the end. Values are not copied: GgufValue and GgufTensorInfo point into the mapping.
 #include "sift/gguf.h"
 
 #include <cstring>

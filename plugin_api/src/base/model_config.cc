@@ -1,4 +1,4 @@
-// ModelConfig from GGUF metadata (`<arch>.*` keys, engine-specs §1.6) or a Hugging Face
+// ModelConfig from GGUF metadata (`<arch>.*` keys, ggml docs/gguf.md) or a Hugging Face
 // config.json, plus consistency checks. Pure functions of their inputs; thread-safe.
 #include "sift/model_config.h"
 

@@ -4,7 +4,11 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
 #include <limits>
+#include <mutex>
 
 #include "cpu/flash_attention.h"
 #include "tensor_util.h"
@@ -18,6 +22,24 @@ namespace {
 at::Tensor HostPositions(const at::Tensor& pos) {
   if (pos.is_cpu()) return Contiguous(AsType(pos, at::kLong));
   return ToHost(AsType(pos, at::kLong));
+}
+
+// LibTorch's cuDNN attention backend builds an execution plan for every new shape (tens of ms
+// each). A decode step has a new key length every token, and PyramidKV's per-layer budgets give
+// every layer its own, so on a lent H200 decode cost about one plan build per distinct shape
+// (docs/results/gpu.md). Turned off on first CUDA use, so SDPA takes the flash or memory-
+// efficient kernels; SIFT_SDPA_CUDNN=1 keeps LibTorch's default (for comparisons).
+void ConfigureCudaSdpaOnce() {
+#if TORCH_VERSION_MAJOR > 2 || (TORCH_VERSION_MAJOR == 2 && TORCH_VERSION_MINOR >= 3)
+  static std::once_flag once;
+  std::call_once(once, [] {
+    const char* keep = std::getenv("SIFT_SDPA_CUDNN");
+    const bool cudnn = keep != nullptr && std::strcmp(keep, "1") == 0;
+    at::globalContext().setSDPUseCuDNN(cudnn);
+    std::fprintf(stderr, "[sift] CUDA attention: LibTorch's cuDNN SDPA backend %s\n",
+                 cudnn ? "kept (SIFT_SDPA_CUDNN=1)" : "off (SIFT_SDPA_CUDNN=1 keeps it)");
+  });
+#endif
 }
 
 // Number of leading keys with position <= limit, max over heads (positions ascend per head).
@@ -270,6 +292,7 @@ at::Tensor Attention(const at::Tensor& q, const at::Tensor& k, const at::Tensor&
     return out;
   }
   const int64_t hd = q.size(2), group = hq / hkv;
+  if (q.is_cuda()) ConfigureCudaSdpaOnce();
 #if TORCH_VERSION_MAJOR >= 2 && (TORCH_VERSION_MAJOR > 2 || TORCH_VERSION_MINOR >= 1)
   if (!request.any() && options.window == 0 && !options.upcast_fp32 && nq == nk &&
       IsDenseCausal(q_pos, k_pos)) {

@@ -1,7 +1,8 @@
 // Weight loading: GGUF (dequantised to fp32 row by row in parallel, then cast) and Hugging Face
 // safetensors directories, both into HF layout (sift/weights.h).
 //
-// GGUF specifics (engine-specs §1.4, §1.8): dims are reversed to get the torch shape, and for
+// GGUF specifics (ggml docs/gguf.md; llama.cpp convert_hf_to_gguf.py): dims are reversed to get
+// the torch shape (GGUF's ne[0] is the contiguous one), and for
 // llama-family files the q/k rows (and biases) are un-permuted from the adjacent-pair RoPE order
 // llama.cpp's converter writes back to HF order. qwen2 GGUF files are not permuted (llama.cpp
 // runs them with NeoX RoPE), so they are taken as they are.
@@ -35,7 +36,7 @@ at::Tensor Finish(const at::Tensor& t, at::ScalarType dtype, const LoadOptions& 
   return t.to(dtype).to(options.device).contiguous();
 }
 
-// Undoes llama.cpp's q/k permutation along dim 0 (engine-specs §1.8):
+// Undoes llama.cpp's q/k permutation along dim 0 (convert_hf_to_gguf.py, LlamaModel.permute):
 // W_hf = W_gguf.view(n_h, hd/2, 2, ...).transpose(1, 2).reshape(n_h*hd, ...). Works for a
 // weight (rows, in) and a bias (rows).
 at::Tensor UnpermuteRows(const at::Tensor& w, int64_t n_heads, int64_t head_dim) {

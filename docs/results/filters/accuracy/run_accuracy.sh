@@ -1,7 +1,7 @@
 #!/bin/bash
 # Accuracy sweep for docs/results/filters.md: full, snapkv, gemfilter, ilre at budgets 256/512/1024.
 set -u
-cd /work/main
+cd "$(dirname "$0")/../../../.."  # the repository root
 B=./build-formats/bin/sift-bench
 run() {  # length depths tasks
   L=$1; shift; D=$1; shift; T=$1; shift
@@ -14,7 +14,7 @@ run() {  # length depths tasks
     cfg+=(--config "ilre@$b=ilre:{\"filter\":{\"budget\":$b}}")
   done
   $B accuracy --in-process --plugins build-formats/plugins --threads 2 "${cfg[@]}" \
-    --tasks "$T" --lengths "$L" --depths "$D" --samples 1 --seed 42 --out /tmp/c_acc/$L-$T 2>&1 | grep -v "catalog warn"
+    --tasks "$T" --lengths "$L" --depths "$D" --samples 1 --seed 42 --out docs/results/filters/accuracy 2>&1 | grep -v "catalog warn"
 }
 date -u
 run 4096 25,75 passkey
