@@ -70,8 +70,8 @@ void AddCommonOptions(cli::CommandLine* cl) {
   AddValue(&what, "out", "DIR", "results folder (default bench-out)");
   AddValue(&what, "seed", "S", "sample seed (default 42)");
   AddValue(&what, "haystack", "DIR",
-           "folder of .txt files (default /work/shared/data/pg_essays if there, else RULER's "
-           "noise)");
+           "folder of .txt files (default: shared/data/pg_essays beside the source checkout if "
+           "there, else RULER's noise)");
   AddFlag(&what, "quick", "CI defaults: small tasks and lengths, config full (docs/bench.md)");
   cl->AddGroup(what);
 }
