@@ -52,8 +52,8 @@ void AddCommonOptions(cli::CommandLine* cl) {
           "per sample");
   AddFlag(&where, "no-share-prefill", "--in-process: run each config on its own prefill");
   AddValue(&where, "model", "PATH",
-           "GGUF file or Hugging Face directory (default $SIFT_MODEL, else "
-           "models/SmolLM2-135M-Instruct.Q4_1.gguf)");
+           "GGUF file or Hugging Face directory (default $SIFT_MODEL, else the SmolLM2 GGUF "
+           "in models/)");
   AddValue(&where, "dtype", "bf16|fp32", "the model's dtype (siftd's --dtype)");
   AddValue(&where, "device", "cpu|cuda", "the model's device (siftd's --device)");
   AddValue(&where, "threads", "N", "intra-op threads (siftd's --threads)");
