@@ -15,7 +15,7 @@ int main(int argc, char** argv) {
       std::printf("%s\n", message.c_str());
       return 0;
     case sift::daemon::ParseResult::kError:
-      std::fprintf(stderr, "siftd: %s\n", message.c_str());
+      std::fprintf(stderr, "siftd: error: %s (see siftd --help)\n", message.c_str());
       return 2;
     case sift::daemon::ParseResult::kRun:
       break;

@@ -2,7 +2,8 @@
 
 #include <boost/program_options.hpp>
 #include <fstream>
-#include <sstream>
+
+#include "tools/common/command_line.h"
 
 namespace sift::daemon {
 
@@ -11,9 +12,8 @@ namespace po = boost::program_options;
 ParseResult ParseOptions(int argc, const char* const* argv, DaemonOptions* o,
                          std::string* message) {
   po::options_description general("General");
-  general.add_options()("help,h", "print this help and exit")(
-      "version", "print the version and exit")("config", po::value(&o->config_file),
-                                               "config file (key = value, keys as the long flags)")(
+  general.add_options()("version", "print the version and exit")(
+      "config", po::value(&o->config_file), "config file (key = value, keys as the long flags)")(
       "log-level", po::value(&o->log_level)->default_value(o->log_level),
       "debug, info, warn or error (JSON lines on stderr)")(
       "ready-file", po::value(&o->ready_file),
@@ -99,14 +99,23 @@ ParseResult ParseOptions(int argc, const char* const* argv, DaemonOptions* o,
       "openai-timeout-ms", po::value(&o->openai_timeout_ms)->default_value(o->openai_timeout_ms),
       "limit for receiving a request's header, its body, each write, and keep-alive idling");
 
-  po::options_description all(
-      "siftd: serve an LLM through pipelines of compression stages.\n"
-      "usage: siftd [options]");
-  all.add(general).add(model).add(serving).add(security).add(openai);
+  // The shared command line (tools/common/command_line.h): --help, -h and a value that may start
+  // with '-'. The config file takes the same options.
+  sift::cli::CommandLine command_line("siftd", "siftd [options]",
+                                      "Serves an LLM through pipelines of compression stages "
+                                      "(docs/operations.md).");
+  for (const po::options_description* group : {&general, &model, &serving, &security, &openai}) {
+    command_line.AddGroup(*group);
+  }
 
   po::variables_map vm;
   try {
-    po::store(po::parse_command_line(argc, argv, all), vm);
+    command_line.Store(std::vector<std::string>(argv + (argc > 0 ? 1 : 0), argv + argc), &vm);
+    if (vm.count("help")) {
+      *message = command_line.Help();
+      while (!message->empty() && message->back() == '\n') message->pop_back();
+      return ParseResult::kExitOk;
+    }
     if (vm.count("config")) {
       const std::string file = vm["config"].as<std::string>();
       std::ifstream in(file);
@@ -114,18 +123,12 @@ ParseResult ParseOptions(int argc, const char* const* argv, DaemonOptions* o,
         *message = "cannot read config file " + file;
         return ParseResult::kError;
       }
-      po::store(po::parse_config_file(in, all), vm);
+      po::store(po::parse_config_file(in, command_line.all_options()), vm);
     }
     po::notify(vm);
   } catch (const po::error& e) {
-    *message = std::string(e.what()) + " (see siftd --help)";
+    *message = e.what();
     return ParseResult::kError;
-  }
-  if (vm.count("help")) {
-    std::ostringstream os;
-    os << all;
-    *message = os.str();
-    return ParseResult::kExitOk;
   }
   if (vm.count("version")) {
     *message = "siftd 0.1.0 (protocol SIFT/1)";

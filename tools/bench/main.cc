@@ -2,43 +2,34 @@
 //   sift-bench accuracy (--endpoint URL | --spawn | --in-process) [--config ...] [--tasks ...]
 //   sift-bench speed    (--endpoint URL | --spawn) [--config ...] [--lengths ...]
 //   sift-bench report   --in DIR[,DIR...] --out FILE.md
-#include <cstdio>
-#include <cstring>
-#include <exception>
+//   sift-bench --help, sift-bench COMMAND --help: the options
+#include <string>
+#include <vector>
 
 #include "cli.h"
 #include "sift/model.h"
-
-namespace {
-
-const char kUsage[] =
-    "usage: sift-bench accuracy|speed|report [options]   (docs/bench.md)\n"
-    "  accuracy  --spawn|--endpoint URL|--in-process [--pipelines a,b] [--config "
-    "label=pipeline:{json}]\n"
-    "            [--tasks t1,t2] [--lengths 1024,2048] [--depths 0,50,100] [--samples N] "
-    "[--seed S]\n"
-    "            [--out DIR] [--quick] [--haystack DIR] [--no-share-prefill]\n"
-    "  speed     --spawn|--endpoint URL [configs] [--lengths ...] [--repeats N] [--max-tokens M] "
-    "[--out DIR]\n"
-    "  report    --in DIR[,DIR...] --out FILE.md\n";
-
-}  // namespace
+#include "tools/common/command_line.h"
 
 int main(int argc, char** argv) {
   sift::ConfigureThreadEnvironment(argv);
-  if (argc < 2 || std::strcmp(argv[1], "--help") == 0 || std::strcmp(argv[1], "-h") == 0) {
-    std::fputs(kUsage, argc < 2 ? stderr : stdout);
-    return argc < 2 ? 2 : 0;
+  sift::cli::CommandLine cl("sift-bench", "sift-bench COMMAND [options]",
+                            "Accuracy and speed of pipelines over siftd, on generated tasks "
+                            "(docs/bench.md).");
+  cl.Command("accuracy", "scores every config on passkey, needle and RULER-style tasks");
+  cl.Command("speed", "TTFT, decode speed, KV bytes and peak RSS per config and length");
+  cl.Command("report", "a Markdown report with plots from accuracy and speed results");
+  boost::program_options::variables_map vm;
+  std::string command;
+  std::vector<std::string> rest;
+  if (const int status = cl.ParseCommand(argc, argv, &vm, &command, &rest);
+      status != sift::cli::kContinue) {
+    return status;
   }
-  const std::string command = argv[1];
-  try {
+  if (command.empty()) return cl.Error("no command (accuracy, speed or report)");
+  // Every failure of a command is exit status 2, as before the shared command line.
+  return sift::cli::Run("sift-bench " + command, 2, [&] {
     if (command == "accuracy") return sift::bench::RunAccuracy(argc, argv);
     if (command == "speed") return sift::bench::RunSpeed(argc, argv);
-    if (command == "report") return sift::bench::RunReport(argc, argv);
-    std::fprintf(stderr, "sift-bench: unknown command '%s'\n%s", command.c_str(), kUsage);
-    return 2;
-  } catch (const std::exception& e) {
-    std::fprintf(stderr, "sift-bench %s: %s\n", command.c_str(), e.what());
-    return 2;
-  }
+    return sift::bench::RunReport(argc, argv);
+  });
 }

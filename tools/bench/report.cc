@@ -12,9 +12,24 @@
 namespace sift::bench {
 
 int RunReport(int argc, char** argv) {
-  const Args args(argc, argv, 2, {}, {"in", "out", "title", "preamble"});
-  if (!args.Has("in") || !args.Has("out"))
-    throw Error("report needs --in DIR[,DIR...] --out FILE.md");
+  cli::CommandLine cl("sift-bench report",
+                      "sift-bench report --in DIR[,DIR...] --out FILE.md [--title T] "
+                      "[--preamble MARKDOWN]",
+                      "Tables in Markdown, PNG heatmaps and latency plots (in the folder FILE/ "
+                      "next to FILE.md)\nfrom accuracy and speed results, by "
+                      "tools/bench/report.py (docs/bench.md).");
+  po::options_description own("report options");
+  AddValue(&own, "in", "DIR[,DIR...]", "result folders of accuracy and speed runs");
+  AddValue(&own, "out", "FILE.md", "the report");
+  AddValue(&own, "title", "T", "the report's title");
+  AddValue(&own, "preamble", "MARKDOWN", "text after the title");
+  cl.AddGroup(own);
+  po::variables_map vm;
+  if (const int status = ParseCommand(cl, argc, argv, &vm); status != cli::kContinue) return status;
+  const Args args(std::move(vm));
+  if (!args.Has("in") || !args.Has("out")) {
+    throw cli::UsageError("report needs --in DIR[,DIR...] --out FILE.md");
+  }
   const std::string tools = std::string(SIFT_SOURCE_DIR) + "/tools/bench";
   std::string python = tools + "/.venv/bin/python";
   if (!std::filesystem::exists(python)) python = "python3";

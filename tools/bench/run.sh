@@ -1,6 +1,8 @@
 #!/usr/bin/env bash
 # Regenerates the sift-bench results document with one command.
 #
+# usage: bash tools/bench/run.sh [full-kv|methods|models|quick]   (default full-kv)
+#
 #   bash tools/bench/run.sh full-kv   full KV (and the `recent` baseline for speed ratios) on the
 #                                     default model -> docs/results/bench.md, PNGs and raw
 #                                     CSV/JSON in docs/results/bench/
@@ -25,6 +27,10 @@ export SIFT_MODEL="${SIFT_MODEL:-$ROOT/models/SmolLM2-135M-Instruct.Q4_1.gguf}"
 # Thread-pool settings: the binaries choose their own (sift::ConfigureThreadEnvironment).
 LOCK="${SIFT_MEASURE_LOCK:-/tmp/sift-measure.lock}"
 PROFILE="${1:-full-kv}"
+if [[ "$PROFILE" == --help || "$PROFILE" == -h ]]; then
+  sed -n '2,22p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//'
+  exit 0
+fi
 BENCH="$BUILD/bin/sift-bench"
 
 log() { echo "[run.sh] $*" >&2; }

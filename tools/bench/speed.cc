@@ -19,9 +19,25 @@
 namespace sift::bench {
 
 int RunSpeed(int argc, char** argv) {
-  std::set<std::string> values = kCommonValues;
-  values.insert({"lengths", "repeats", "max-tokens"});
-  const Args args(argc, argv, 2, kCommonFlags, values);
+  cli::CommandLine cl("sift-bench speed",
+                      "sift-bench speed (--spawn | --endpoint URL) [configs] [speed options] "
+                      "[--out DIR]",
+                      "TTFT, prefill, decode tokens/s, end-to-end and KV bytes from the daemon's "
+                      "stats, and the\ndaemon's peak RSS (--spawn), per config x length; writes "
+                      "OUT/speed.{csv,json} (docs/bench.md).\nThe speed suite measures the daemon: "
+                      "--in-process is refused.");
+  AddCommonOptions(&cl);
+  po::options_description own("speed options");
+  AddValue(&own, "lengths", "N,...",
+           "prompt lengths: the needle task at 50 % depth (default 1024,2048,4096,8192; --quick: "
+           "512)");
+  AddValue(&own, "repeats", "N", "repetitions, configs interleaved (default 3; --quick: 1)");
+  AddValue(&own, "max-tokens", "N",
+           "tokens generated per request, EOS ignored, in [2, 64] (default 32; --quick: 8)");
+  cl.AddGroup(own);
+  po::variables_map vm;
+  if (const int status = ParseCommand(cl, argc, argv, &vm); status != cli::kContinue) return status;
+  const Args args(std::move(vm));
   const Common common = ReadCommon(args, true);
   const std::vector<int64_t> lengths =
       ParseIntList(args.Get("lengths", common.quick ? "512" : "1024,2048,4096,8192"), "--lengths");

@@ -8,8 +8,6 @@
 //
 //   sift-engine-bench MODEL [--lengths 512,2048,8192] [--decode-contexts 2048] ...
 //   (--help lists every option)
-#include <boost/program_options.hpp>
-
 #include <torch/version.h>
 
 #include <chrono>
@@ -30,6 +28,7 @@
 #include "sift/host.h"
 #include "sift/model.h"
 #include "sift/op_counter.h"
+#include "tools/common/command_line.h"
 
 namespace po = boost::program_options;
 using json = nlohmann::json;
@@ -39,22 +38,6 @@ namespace {
 using Clock = std::chrono::steady_clock;
 double Seconds(Clock::time_point t0) {
   return std::chrono::duration<double>(Clock::now() - t0).count();
-}
-
-std::vector<std::string> SplitList(const std::string& s) {
-  std::vector<std::string> out;
-  std::stringstream ss(s);
-  std::string item;
-  while (std::getline(ss, item, ',')) {
-    if (!item.empty()) out.push_back(item);
-  }
-  return out;
-}
-
-std::vector<int64_t> ParseInts(const std::string& s) {
-  std::vector<int64_t> out;
-  for (const std::string& item : SplitList(s)) out.push_back(std::stoll(item));
-  return out;
 }
 
 // FLOPs of a prefill of n tokens: every linear layer, causal attention (QK and PV over
@@ -194,8 +177,8 @@ std::string Markdown(const json& r) {
      << "Model `" << r["model"].get<std::string>() << "`, device " << r["device"].get<std::string>()
      << ", " << r["cpu"]["model"].get<std::string>() << " (" << r["cpu"]["hardware_threads"]
      << " hardware threads; flags " << r["cpu"]["flags"].dump() << "), LibTorch "
-     << r["torch"].get<std::string>() << ", intra-op threads " << r["threads"]
-     << ", CPU kernels " << r["cpu_kernel_isa"].get<std::string>() << ".\n\n";
+     << r["torch"].get<std::string>() << ", intra-op threads " << r["threads"] << ", CPU kernels "
+     << r["cpu_kernel_isa"].get<std::string>() << ".\n\n";
   if (r.contains("machine")) {
     md << "Machine: bf16 matmul " << r["machine"]["matmul_gflops_bf16"].get<double>()
        << " GFLOP/s, fp32 matmul " << r["machine"]["matmul_gflops_fp32"].get<double>()
@@ -205,13 +188,13 @@ std::string Markdown(const json& r) {
   for (const json& cfg : r["configs"]) {
     md << "## " << cfg["dtype"].get<std::string>() << ", weights "
        << cfg["weights"].get<std::string>() << ", kernels " << cfg["kernels"].get<std::string>()
-       << "\n\n" << cfg["kernel_summary"].get<std::string>() << ". Load "
-       << cfg["load_s"].get<double>() << " s; dense weights " << cfg["weight_mib"].get<double>()
-       << " MiB, native blocks " << cfg["native_weight_mib"].get<double>()
-       << " MiB. Per prefill layer: "
-       << cfg["prefill_ops_per_layer"].get<double>() << " LibTorch operators, "
-       << cfg["prefill_host_reads_per_layer"].get<double>() << " host reads ("
-       << cfg["prefill_counted_tokens"] << " tokens).\n\n"
+       << "\n\n"
+       << cfg["kernel_summary"].get<std::string>() << ". Load " << cfg["load_s"].get<double>()
+       << " s; dense weights " << cfg["weight_mib"].get<double>() << " MiB, native blocks "
+       << cfg["native_weight_mib"].get<double>()
+       << " MiB. Per prefill layer: " << cfg["prefill_ops_per_layer"].get<double>()
+       << " LibTorch operators, " << cfg["prefill_host_reads_per_layer"].get<double>()
+       << " host reads (" << cfg["prefill_counted_tokens"] << " tokens).\n\n"
        << "| prefill tokens | reps | best s | tokens/s | GFLOP/s | peak RSS MiB |\n"
        << "|---|---|---|---|---|---|\n";
     for (const json& p : cfg["prefill"]) {
@@ -243,13 +226,14 @@ int main(int argc, char** argv) {
   sift::ConfigureThreadEnvironment(argv);
   Settings s;
   std::string lengths, contexts, dtypes;
-  po::options_description opts(
-      "sift-engine-bench MODEL [options]\n\n"
-      "Prefill and decode speed of the model runtime on synthetic prompts, the machine's matrix "
+  sift::cli::CommandLine cl(
+      "sift-engine-bench", "sift-engine-bench MODEL [options]",
+      "Prefill and decode speed of the model runtime on synthetic prompts, the machine's matrix\n"
       "rates, and the LibTorch operators / host reads per step (what a GPU pays per launch and "
-      "per synchronisation).\n\nOptions");
-  opts.add_options()("help,h", "print this help")(
-      "model", po::value(&s.model_path), "GGUF file or Hugging Face directory (or positional)")(
+      "per\n"
+      "synchronisation). Prints the Markdown report.");
+  cl.Add()("model", po::value(&s.model_path),
+           "GGUF file or Hugging Face directory (or positional)")(
       "lengths", po::value(&lengths)->default_value("512,2048,8192"), "prefill lengths")(
       "decode-contexts", po::value(&contexts)->default_value("2048"),
       "contexts to decode at (tokens prefilled first)")(
@@ -263,36 +247,32 @@ int main(int argc, char** argv) {
       "weights", po::value(&s.weights)->default_value("native"),
       "native: decode reads the GGUF blocks; dense: the dequantised copy")(
       "threads", po::value(&s.threads)->default_value(0), "intra-op threads (0 = all cores)")(
-      "no-machine", "skip measuring the machine's matrix rates")(
-      "json", po::value(&s.json_path), "write the results as JSON here")(
+      "no-machine", "skip measuring the machine's matrix rates")("json", po::value(&s.json_path),
+                                                                 "write the results as JSON here")(
       "out", po::value(&s.md_path), "write the Markdown report here");
-  po::positional_options_description pos;
-  pos.add("model", 1);
-  try {
-    po::variables_map vm;
-    po::store(po::command_line_parser(argc, argv).options(opts).positional(pos).run(), vm);
-    po::notify(vm);
-    if (vm.count("help")) {
-      std::cout << opts << "\n";
-      return 0;
-    }
-    SIFT_CHECK(!s.model_path.empty(), "no model given (see --help)");
-    SIFT_CHECK(s.kernels == "auto" || s.kernels == "torch", "--kernels must be auto or torch");
-    s.lengths = ParseInts(lengths);
-    s.contexts = ParseInts(contexts);
-    s.dtypes = SplitList(dtypes);
+  cl.Positional("model", 1);
+  po::variables_map vm;
+  if (const int status = cl.Parse(argc, argv, &vm); status != sift::cli::kContinue) return status;
+  if (s.model_path.empty()) return cl.Error("no MODEL given");
+  if (s.kernels != "auto" && s.kernels != "torch")
+    return cl.Error("--kernels must be auto or torch");
+  return sift::cli::Run("sift-engine-bench", 2, [&] {
+    s.lengths = sift::cli::IntList(lengths, "--lengths");
+    s.contexts = sift::cli::IntList(contexts, "--decode-contexts");
+    s.dtypes = sift::cli::SplitList(dtypes);
     s.machine = vm.count("no-machine") == 0;
     sift::ConfigureThreads(s.threads);
 
     const sift::bench::CpuInfo cpu = sift::bench::ReadCpuInfo();
-    json r = {{"tool", "sift-engine-bench"},
-              {"model", s.model_path},
-              {"device", s.device},
-              {"torch", TORCH_VERSION},
-              {"threads", at::get_num_threads()},
-              {"cpu_kernel_isa", sift::AttentionCpuKernelIsa()},
-              {"cpu", {{"model", cpu.model}, {"flags", cpu.flags},
-                       {"hardware_threads", cpu.hardware_threads}}}};
+    json r = {
+        {"tool", "sift-engine-bench"},
+        {"model", s.model_path},
+        {"device", s.device},
+        {"torch", TORCH_VERSION},
+        {"threads", at::get_num_threads()},
+        {"cpu_kernel_isa", sift::AttentionCpuKernelIsa()},
+        {"cpu",
+         {{"model", cpu.model}, {"flags", cpu.flags}, {"hardware_threads", cpu.hardware_threads}}}};
     if (s.machine) {
       const sift::ModelConfig c = [&] {
         sift::ModelOptions mo;
@@ -315,8 +295,5 @@ int main(int argc, char** argv) {
     if (!s.md_path.empty()) std::ofstream(s.md_path) << md;
     if (!s.json_path.empty()) std::ofstream(s.json_path) << r.dump(2) << "\n";
     return 0;
-  } catch (const std::exception& e) {
-    std::fprintf(stderr, "sift-engine-bench: error: %s\n", e.what());
-    return 2;
-  }
+  });
 }

@@ -6,8 +6,8 @@
 # <build>/crashes/<name>/ and makes the run fail. Prints one line per fuzzer: executions,
 # exec/s, coverage (libFuzzer's cov = edges, ft = features) and corpus size.
 #
-#   tools/fuzz/run.sh [--seconds N | --runs N] [--build DIR] [--only NAME] [--summary FILE]
-#                     [--smoke]
+# usage: tools/fuzz/run.sh [--seconds N | --runs N] [--build DIR] [--only NAME] [--summary FILE]
+#                          [--smoke]
 #
 #   --seconds N   per fuzzer (default 60)
 #   --runs N      per fuzzer: stop after N executions instead of after a time
@@ -35,7 +35,7 @@ while (($#)); do
     --only) ONLY="$2"; shift 2 ;;
     --summary) SUMMARY="$2"; shift 2 ;;
     --smoke) SMOKE=1; SECONDS_EACH=5; shift ;;
-    -h|--help) sed -n '2,22p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+    -h|--help) sed -n '2,20p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
     *) echo "usage: $0 [--seconds N | --runs N] [--build DIR] [--only NAME] [--summary FILE] [--smoke]" >&2
        exit 2 ;;
   esac

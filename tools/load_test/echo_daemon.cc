@@ -26,6 +26,7 @@
 #include "daemon/front_end.h"
 #include "daemon/log.h"
 #include "daemon/openai_server.h"
+#include "tools/common/command_line.h"
 
 namespace {
 
@@ -88,29 +89,19 @@ int main(int argc, char** argv) {
   std::string bind = "tcp://127.0.0.1:*";
   std::string ready_file;
   OpenAiServerOptions openai_options;
-  po::options_description desc(
-      "sift-echo-daemon: siftd's front end with a trivial backend (pipeline \"echo\"), for "
-      "measuring the daemon's own overhead\noptions");
-  desc.add_options()("help,h", "this help")(
-      "ready-file", po::value(&ready_file)->value_name("FILE"),
-      "write {\"pid\", \"endpoints\", \"openai\"} here once serving")(
+  sift::cli::CommandLine cl("sift-echo-daemon", "sift-echo-daemon [options]",
+                            "siftd's front end with a trivial backend (pipeline \"echo\"), for "
+                            "measuring the daemon's own\noverhead. Runs until SIGTERM or SIGINT "
+                            "(graceful drain).");
+  cl.Add()("ready-file", po::value(&ready_file)->value_name("FILE"),
+           "write {\"pid\", \"endpoints\", \"openai\"} here once serving")(
       "bind", po::value(&bind)->default_value(bind)->value_name("ENDPOINT"), "ZeroMQ endpoint")(
       "workers", po::value(&o.workers)->default_value(o.workers), "worker threads")(
       "queue-size", po::value(&o.queue_size)->default_value(o.queue_size), "admission queue")(
       "openai", po::value(&openai_options.address)->value_name("[HOST:]PORT"),
       "also serve the OpenAI-compatible HTTP port (docs/openai.md) here");
   po::variables_map vm;
-  try {
-    po::store(po::parse_command_line(argc, argv, desc), vm);
-    po::notify(vm);
-  } catch (const po::error& e) {
-    std::fprintf(stderr, "sift-echo-daemon: %s (--help lists the options)\n", e.what());
-    return 2;
-  }
-  if (vm.count("help")) {
-    std::cout << desc << "\nRuns until SIGTERM or SIGINT (graceful drain).\n";
-    return 0;
-  }
+  if (const int status = cl.Parse(argc, argv, &vm); status != sift::cli::kContinue) return status;
   o.endpoints = {bind};
   SetLogLevel(LogLevel::kWarn);
   struct sigaction sa {};

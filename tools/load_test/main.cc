@@ -32,6 +32,7 @@
 #include <vector>
 
 #include "client.h"
+#include "tools/common/command_line.h"
 
 namespace {
 
@@ -191,54 +192,43 @@ std::vector<double> PingLoop(zmq::context_t& ctx, const Args& a, int count,
   return rtt;
 }
 
-bool ParseArgs(int argc, char** argv, Args* a) {
-  for (int i = 1; i < argc; ++i) {
-    std::string k = argv[i];
-    auto next = [&]() -> std::string {
-      if (i + 1 >= argc) throw std::runtime_error("missing value for " + k);
-      return argv[++i];
-    };
-    if (k == "--ready-file")
-      a->ready_file = next();
-    else if (k == "--endpoint")
-      a->endpoint = next();
-    else if (k == "--pid")
-      a->pid = std::atoll(next().c_str());
-    else if (k == "--clients")
-      a->clients = std::atoi(next().c_str());
-    else if (k == "--requests")
-      a->requests = std::atoi(next().c_str());
-    else if (k == "--pipeline")
-      a->pipeline = next();
-    else if (k == "--prompt")
-      a->prompt = next();
-    else if (k == "--max-tokens")
-      a->max_tokens = std::atoi(next().c_str());
-    else if (k == "--idle-generates")
-      a->idle_generates = std::atoi(next().c_str());
-    else if (k == "--summary-row")
-      a->summary_row = next();
-    else if (k == "--rounds")
-      a->rounds = std::max(1, std::atoi(next().c_str()));
-    else if (k == "--idle-pings")
-      a->idle_pings = std::atoi(next().c_str());
-    else if (k == "--swap-hook")
-      a->swap_hook = next();
-    else if (k == "--out")
-      a->out = next();
-    else if (k == "--label")
-      a->label = next();
-    else if (k == "--timeout-s")
-      a->timeout_s = std::atoi(next().c_str());
-    else {
-      std::cerr << "usage: sift-load-test (--ready-file F | --endpoint E [--pid P]) "
-                   "[--clients N] [--requests N] [--pipeline P] [--prompt T] [--max-tokens N]\n"
-                   "       [--idle-pings N] [--idle-generates N] [--rounds N] [--swap-hook CMD]\n"
-                   "       [--out FILE] [--summary-row FILE] [--label TEXT] "
-                   "[--timeout-s S]\n";
-      return false;
-    }
-  }
+// kContinue, or the exit status (help or a usage error, printed). Throws on an unreadable
+// ready file.
+int ParseArgs(int argc, char** argv, Args* a) {
+  namespace po = boost::program_options;
+  sift::cli::CommandLine cl(
+      "sift-load-test",
+      "sift-load-test (--ready-file READY.json | --endpoint E [--pid P]) [options]",
+      "Drives a running siftd with many concurrent clients and checks the protocol's promises\n"
+      "under load; appends a results section to --out (docs/results/daemon-load.md). Exit status\n"
+      "0 when every check passed.");
+  // clang-format off
+  cl.Add()
+      ("ready-file", po::value(&a->ready_file)->value_name("FILE"),
+       "siftd's --ready-file: the endpoint and the pid")
+      ("endpoint", po::value(&a->endpoint)->value_name("E"), "the daemon's endpoint")
+      ("pid", po::value(&a->pid)->value_name("P"), "the daemon's pid (RSS samples)")
+      ("clients", po::value(&a->clients)->default_value(a->clients), "concurrent clients")
+      ("requests", po::value(&a->requests)->default_value(a->requests), "requests per client")
+      ("rounds", po::value(&a->rounds)->default_value(a->rounds), "rounds of the load (at least 1)")
+      ("pipeline", po::value(&a->pipeline)->default_value(a->pipeline), "pipeline")
+      ("prompt", po::value(&a->prompt)->default_value(a->prompt), "raw prompt")
+      ("max-tokens", po::value(&a->max_tokens)->default_value(a->max_tokens), "tokens to generate")
+      ("idle-pings", po::value(&a->idle_pings)->default_value(a->idle_pings),
+       "ping round trips on the idle daemon")
+      ("idle-generates", po::value(&a->idle_generates)->default_value(a->idle_generates),
+       "sequential requests on the idle daemon")
+      ("swap-hook", po::value(&a->swap_hook)->value_name("CMD"),
+       "shell command run at 1/3 and 2/3 of the requests (e.g. swap a plugin, SIGHUP)")
+      ("out", po::value(&a->out)->value_name("FILE"), "append a Markdown section here")
+      ("summary-row", po::value(&a->summary_row)->value_name("FILE"),
+       "append a one-line summary row here")
+      ("label", po::value(&a->label)->value_name("TEXT"), "section title")
+      ("timeout-s", po::value(&a->timeout_s)->default_value(a->timeout_s), "bound on the run");
+  // clang-format on
+  po::variables_map vm;
+  if (const int status = cl.Parse(argc, argv, &vm); status != sift::cli::kContinue) return status;
+  a->rounds = std::max(1, a->rounds);
   if (!a->ready_file.empty()) {
     std::ifstream in(a->ready_file);
     json ready = json::parse(in, nullptr, false);
@@ -246,8 +236,8 @@ bool ParseArgs(int argc, char** argv, Args* a) {
     a->endpoint = ready["endpoints"][0];
     a->pid = ready.value("pid", 0);
   }
-  if (a->endpoint.empty()) throw std::runtime_error("--endpoint or --ready-file is required");
-  return true;
+  if (a->endpoint.empty()) return cl.Error("--endpoint or --ready-file is required");
+  return sift::cli::kContinue;
 }
 
 }  // namespace
@@ -255,9 +245,11 @@ bool ParseArgs(int argc, char** argv, Args* a) {
 int main(int argc, char** argv) {
   Args a;
   try {
-    if (!ParseArgs(argc, argv, &a)) return 2;
+    if (const int status = ParseArgs(argc, argv, &a); status != sift::cli::kContinue) {
+      return status;
+    }
   } catch (const std::exception& e) {
-    std::cerr << "sift-load-test: " << e.what() << "\n";
+    std::cerr << "sift-load-test: error: " << e.what() << "\n";
     return 2;
   }
   zmq::context_t ctx(2);

@@ -30,6 +30,7 @@
 #include <vector>
 
 #include "client.h"
+#include "tools/common/command_line.h"
 
 namespace {
 
@@ -184,13 +185,14 @@ std::string Fmt(double v) {
   return buf;
 }
 
-bool ParseArgs(int argc, char** argv, Args* a) {
-  po::options_description d(
-      "sift-openai-bench: per-request cost of siftd's OpenAI HTTP path vs its ZeroMQ path\n"
-      "usage: sift-openai-bench --ready-file READY.json [options]");
-  d.add_options()("help,h", "this help")(
-      "ready-file", po::value(&a->ready_file)->required(),
-      "siftd's --ready-file (needs \"endpoints\" and \"openai\")")(
+// kContinue, or the exit status (help or a usage error, printed).
+int ParseArgs(int argc, char** argv, Args* a) {
+  sift::cli::CommandLine cl("sift-openai-bench",
+                            "sift-openai-bench --ready-file READY.json [options]",
+                            "Per-request cost of siftd's OpenAI HTTP path vs its ZeroMQ path "
+                            "(tools/load_test/openai_overhead.sh).");
+  cl.Add()("ready-file", po::value(&a->ready_file)->required(),
+           "siftd's --ready-file (needs \"endpoints\" and \"openai\")")(
       "pipeline", po::value(&a->pipeline)->default_value(a->pipeline), "pipeline (model)")(
       "prompt", po::value(&a->prompt)->default_value(a->prompt), "raw prompt")(
       "max-tokens", po::value(&a->max_tokens)->default_value(a->max_tokens), "tokens to generate")(
@@ -201,25 +203,14 @@ bool ParseArgs(int argc, char** argv, Args* a) {
       "out", po::value(&a->out), "append a Markdown section to this file")(
       "label", po::value(&a->label), "section title");
   po::variables_map vm;
-  po::store(po::parse_command_line(argc, argv, d), vm);
-  if (vm.count("help")) {
-    std::cout << d << "\n";
-    return false;
-  }
-  po::notify(vm);
-  return true;
+  return cl.Parse(argc, argv, &vm);
 }
 
 }  // namespace
 
 int main(int argc, char** argv) {
   Args a;
-  try {
-    if (!ParseArgs(argc, argv, &a)) return 0;
-  } catch (const std::exception& e) {
-    std::cerr << "sift-openai-bench: " << e.what() << " (see --help)\n";
-    return 2;
-  }
+  if (const int status = ParseArgs(argc, argv, &a); status != sift::cli::kContinue) return status;
   try {
     std::ifstream in(a.ready_file);
     const json ready = json::parse(in);

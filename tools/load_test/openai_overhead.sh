@@ -2,7 +2,7 @@
 # The OpenAI-compatible HTTP path vs the SIFT/1 ZeroMQ path of one daemon, per request: the
 # section "OpenAI HTTP path vs ZeroMQ" of docs/results/daemon-load.md.
 #
-#   tools/load_test/openai_overhead.sh [--build DIR] [--requests N] [--out FILE]
+# usage: tools/load_test/openai_overhead.sh [--build DIR] [--requests N] [--out FILE]
 #
 # Starts (one after the other, loopback, ephemeral ports) build/bin/siftd on the model with
 # --openai, and build/bin/sift-echo-daemon --openai (the same front end and HTTP port with a

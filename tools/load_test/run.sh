@@ -11,7 +11,7 @@
 #   4. tools/load_test/openai_overhead.sh: the OpenAI HTTP path vs the ZeroMQ path, request by
 #      request, on siftd and on sift-echo-daemon (a section of its own at the end).
 #
-#   tools/load_test/run.sh [--build DIR] [--out FILE] [--quick]
+# usage: tools/load_test/run.sh [--build DIR] [--out FILE] [--quick]
 #
 # --quick (the test suite's smoke run): run 1 only with 8 x 3 requests, no document.
 # Needs the plugins and the fixture build/tests/fixtures/plugins/v2/keep_recent.so (target
@@ -27,6 +27,7 @@ while (($#)); do
     --build) BUILD="$2"; shift 2 ;;
     --out) OUT="$2"; shift 2 ;;
     --quick) QUICK=1; OUT=""; shift ;;
+    -h|--help) sed -n '2,18p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//'; exit 0 ;;
     *) echo "usage: $0 [--build DIR] [--out FILE] [--quick]" >&2; exit 2 ;;
   esac
 done

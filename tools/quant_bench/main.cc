@@ -17,7 +17,6 @@
 #include <ATen/ATen.h>
 #include <ATen/Parallel.h>
 #include <ATen/core/dispatch/Dispatcher.h>
-#include <boost/program_options.hpp>
 
 #include <algorithm>
 #include <chrono>
@@ -41,6 +40,7 @@
 #include "sift/gguf.h"
 #include "sift/model.h"
 #include "sift/quantized_matrix.h"
+#include "tools/common/command_line.h"
 
 namespace {
 
@@ -97,14 +97,6 @@ std::string LoadAverage() {
   std::string a, b, c;
   in >> a >> b >> c;
   return a + " " + b + " " + c;
-}
-
-std::vector<int64_t> ParseInts(const std::string& s) {
-  std::vector<int64_t> v;
-  std::stringstream ss(s);
-  std::string x;
-  while (std::getline(ss, x, ',')) v.push_back(std::stoll(x));
-  return v;
 }
 
 // One way of computing y = x W^T for one weight matrix, with its weights in `copies` copies.
@@ -453,15 +445,15 @@ int main(int argc, char** argv) {
   Config cfg;
   std::string ns, levels;
   int64_t cold_mib = 0;
-  po::options_description opts(
-      "sift-quant-bench: times y = x W^T on a GGUF model's matrices with sift's quantised "
-      "kernels and the LibTorch alternatives (at::linear, quantized::linear_dynamic).\n\nOptions");
+  sift::cli::CommandLine cl(
+      "sift-quant-bench", "sift-quant-bench [--model GGUF] [options]",
+      "Times y = x W^T on a GGUF model's matrices with sift's quantised kernels and the LibTorch\n"
+      "alternatives (at::linear, quantized::linear_dynamic); prints the Markdown report.");
   const char* env_model = std::getenv("SIFT_MODEL");
-  opts.add_options()("help,h", "show this help")(
-      "model", po::value(&cfg.model)->default_value(env_model ? env_model : ""),
-      "GGUF file (default $SIFT_MODEL)")("n",
-                                         po::value(&ns)->default_value("1,2,3,4,5,6,7,8,16,32"),
-                                         "activation row counts, comma-separated")(
+  cl.Add()("model", po::value(&cfg.model)->default_value(env_model ? env_model : ""),
+           "GGUF file (default $SIFT_MODEL)")(
+      "n", po::value(&ns)->default_value("1,2,3,4,5,6,7,8,16,32"),
+      "activation row counts, comma-separated")(
       "isa", po::value(&levels)->default_value(""),
       "kernel levels to time, comma-separated (default: every level this CPU has)")(
       "threads", po::value(&cfg.threads)->default_value(0), "intra-op threads (0: all cores)")(
@@ -474,19 +466,18 @@ int main(int argc, char** argv) {
       "note", po::value(&cfg.note)->default_value(""),
       "what else ran on the machine (printed in the report)")(
       "out", po::value(&cfg.out)->default_value(""), "also write the Markdown report here");
-  try {
-    po::variables_map vm;
-    po::store(po::parse_command_line(argc, argv, opts), vm);
-    if (vm.count("help")) {
-      std::cout << opts << "\n";
-      return 0;
-    }
-    po::notify(vm);
+  po::variables_map vm;
+  if (const int status = cl.Parse(argc, argv, &vm); status != sift::cli::kContinue) return status;
+  return sift::cli::Run("sift-quant-bench", 1, [&] {
     cfg.synthetic = vm.count("no-synthetic") == 0;
-    SIFT_CHECK(!cfg.model.empty(), "no model: pass --model or set SIFT_MODEL");
-    cfg.ns = ParseInts(ns);
-    SIFT_CHECK(!cfg.ns.empty() && cfg.reps > 0, "need at least one n and one repetition");
-    for (int64_t n : cfg.ns) SIFT_CHECK(n > 0, "--n values must be positive");
+    if (cfg.model.empty()) throw sift::cli::UsageError("no model: pass --model or set SIFT_MODEL");
+    cfg.ns = sift::cli::IntList(ns, "--n");
+    if (cfg.ns.empty() || cfg.reps <= 0) {
+      throw sift::cli::UsageError("need at least one n and one repetition");
+    }
+    for (int64_t n : cfg.ns) {
+      if (n <= 0) throw sift::cli::UsageError("--n values must be positive");
+    }
     cfg.cold_bytes = cold_mib << 20;
     if (levels.empty()) {
       for (int i = 0; i <= static_cast<int>(sift::DetectedCpuIsa()); ++i) {
@@ -504,8 +495,5 @@ int main(int argc, char** argv) {
       std::sort(cfg.levels.begin(), cfg.levels.end());
     }
     return Run(cfg);
-  } catch (const std::exception& e) {
-    std::cerr << "sift-quant-bench: " << e.what() << "\n";
-    return 1;
-  }
+  });
 }

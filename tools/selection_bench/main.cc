@@ -46,6 +46,7 @@
 #include "snapkv_stage.h"
 #include "streamingllm_stage.h"
 #include "tasks.h"
+#include "tools/common/command_line.h"
 
 namespace {
 
@@ -66,10 +67,55 @@ class NullContext : public StageContext {
   bool Emit(const std::string&, TokenId) override { return true; }
 };
 
-std::map<std::string, std::string> Flags(int argc, char** argv) {
-  std::map<std::string, std::string> f;
-  for (int i = 2; i + 1 < argc; i += 2) f[std::string(argv[i]).substr(2)] = argv[i + 1];
-  return f;
+namespace po = boost::program_options;
+
+// A mode's option, kept as text in `f` (the modes read their defaults from absent keys); T
+// checks the value's type at parse time.
+template <typename T>
+void AddOption(sift::cli::CommandLine* cl, std::map<std::string, std::string>* f, const char* name,
+               const char* value_name, const char* help) {
+  const std::string key = name;
+  cl->Add()(name, po::value<T>()->value_name(value_name)->notifier([f, key](const T& v) {
+    std::ostringstream os;
+    os << v;
+    (*f)[key] = os.str();
+  }),
+            help);
+}
+
+// The mode's options from argv[2..] into `f`: kContinue, or the exit status.
+int Flags(const std::string& mode, int argc, char** argv, std::map<std::string, std::string>* f) {
+  sift::cli::CommandLine cl(
+      "sift-selection-bench " + mode, "sift-selection-bench " + mode + " [options]",
+      mode == "jaccard"
+          ? "One prefill per sample, then h2o, snapkv and chunkkv at each keep_ratio on deep "
+            "copies of it:\nthe adjacent-layer Jaccard similarity of KV head 0's kept indices "
+            "(ChunkKV paper, Figure 3 / B.2)."
+      : mode == "overhead"
+          ? "chunkkv at keep_ratio 0.1 with N_reuse = 1, 2, 3, 5 on copies of one prefill: "
+            "select and reuse\nstage times, plus the scoring cost per selecting layer."
+          : "Whole run (prefill + select + reuse + decode of --out tokens, EOS ignored) "
+            "for full KV,\nchunkkv and chunkkv + reuse (N = 2) at keep_ratio 0.1.");
+  AddOption<std::string>(&cl, f, "device", "cpu|cuda", "where the model goes (default cpu)");
+  AddOption<std::string>(&cl, f, "json", "FILE", "also append one JSON object per measurement");
+  if (mode == "jaccard") {
+    AddOption<std::string>(&cl, f, "lengths", "N,...", "sample lengths (default 4096)");
+    AddOption<std::string>(&cl, f, "tasks", "T,...", "sift-bench tasks (default passkey)");
+    AddOption<std::string>(&cl, f, "ratios", "R,...", "keep ratios (default 0.1,0.2,0.3)");
+    AddOption<std::string>(&cl, f, "depths", "PCT,...", "needle depths (default: the task's)");
+    AddOption<int>(&cl, f, "samples", "N", "samples per (task, length, depth) (default 3)");
+  } else {
+    AddOption<int64_t>(
+        &cl, f, "length", "N",
+        mode == "overhead" ? "prompt length (default 8192)" : "prompt length (default 4096)");
+    if (mode == "overhead") {
+      AddOption<int>(&cl, f, "reps", "N", "repetitions (default 5)");
+    } else {
+      AddOption<int64_t>(&cl, f, "out", "N", "tokens to decode (default 128)");
+    }
+  }
+  po::variables_map vm;
+  return cl.Parse(argc - 1, argv + 1, &vm);
 }
 
 std::vector<std::string> Split(const std::string& s) {
@@ -374,37 +420,35 @@ int EndToEnd(const Model& model, std::map<std::string, std::string> f) {
 
 int main(int argc, char** argv) {
   sift::ConfigureThreadEnvironment(argv);
-  const char* usage =
-      "usage: sift-selection-bench jaccard|overhead|e2e [--device cpu|cuda] [--flag value ...]\n"
-      "(flags per mode: tools/selection_bench/main.cc; the model is $SIFT_MODEL)\n";
-  if (argc >= 2 && (std::string(argv[1]) == "--help" || std::string(argv[1]) == "-h")) {
-    std::cout << usage;
-    return 0;
+  sift::cli::CommandLine cl("sift-selection-bench", "sift-selection-bench MODE [options]",
+                            "In-process measurements of the KV selection plugins on $SIFT_MODEL; "
+                            "prints Markdown tables\n(docs/results/selection.md). Heavy: wrap in "
+                            "`flock /tmp/sift-measure.lock`.");
+  cl.Command("jaccard", "adjacent-layer Jaccard similarity of the kept indices");
+  cl.Command("overhead", "scoring, selection and reuse cost against N_reuse");
+  cl.Command("e2e", "whole-run latency: full KV, chunkkv, chunkkv + reuse");
+  po::variables_map vm;
+  std::string mode;
+  std::vector<std::string> rest;
+  if (const int status = cl.ParseCommand(argc, argv, &vm, &mode, &rest);
+      status != sift::cli::kContinue) {
+    return status;
   }
-  if (argc < 2) {
-    std::cerr << usage;
-    return 2;
+  if (mode.empty()) return cl.Error("no mode (jaccard, overhead or e2e)");
+  std::map<std::string, std::string> f;
+  if (const int status = Flags(mode, argc, argv, &f); status != sift::cli::kContinue) {
+    return status;
   }
-  auto f = Flags(argc, argv);
-  if (f.count("json")) json_out.open(f["json"], std::ios::app);
   const char* path = std::getenv("SIFT_MODEL");
-  if (!path) {
-    std::cerr << "set SIFT_MODEL\n";
-    return 2;
-  }
-  sift::ConfigureThreads(0);
-  const std::string mode = argv[1];
-  try {
+  if (!path) return cl.Error("set SIFT_MODEL to the model file");
+  return sift::cli::Run("sift-selection-bench " + mode, 1, [&] {
+    if (f.count("json")) json_out.open(f["json"], std::ios::app);
+    sift::ConfigureThreads(0);
     ModelOptions mo;
     mo.device = ParseDevice(f.count("device") ? f["device"] : "cpu");
     auto model = Model::Load(path, mo);
     if (mode == "jaccard") return JaccardMode(*model, f);
     if (mode == "overhead") return Overhead(*model, f);
-    if (mode == "e2e") return EndToEnd(*model, f);
-  } catch (const std::exception& e) {
-    std::cerr << "error: " << e.what() << "\n";
-    return 1;
-  }
-  std::cerr << "unknown mode " << mode << "\n";
-  return 2;
+    return EndToEnd(*model, f);
+  });
 }

@@ -4,29 +4,30 @@
 //   sift generate --prompt TEXT | --prompt-file FILE | --message ROLE:TEXT ... [options]
 //   sift list [--json]
 //   sift ping [--count N]
+//   sift --help, sift COMMAND --help: the options (global options may also follow the command)
 //
 // generate streams the answer to stdout as it is produced and prints a one-line summary
 // (tokens kept, TTFT, e2e) to stderr; --json prints the final message instead. Ctrl-C sends a
 // cancel and waits briefly for the daemon's answer. Exit status: 0 ok, 1 error reply, 2 usage,
 // 3 no answer from the daemon, 130 interrupted.
 #include <unistd.h>
-#include <boost/program_options.hpp>
 
 #include <algorithm>
 #include <chrono>
 #include <csignal>
 #include <cstdio>
 #include <fstream>
-#include <iostream>
 #include <sstream>
 #include <string>
 #include <vector>
 
 #include "client.h"
+#include "tools/common/command_line.h"
 
 namespace {
 
 namespace po = boost::program_options;
+using sift::cli::kContinue;
 using json = nlohmann::json;
 using Clock = std::chrono::steady_clock;
 
@@ -48,6 +49,23 @@ bool ReadFile(const std::string& path, std::string* out) {
   os << in.rdbuf();
   *out = os.str();
   return true;
+}
+
+// The global options. `defaults`: with their default values (before the command); after the
+// command they only overwrite what is given there.
+po::options_description GlobalOptions(Common* c, bool defaults) {
+  po::options_description global("global options (before or after the command)");
+  auto endpoint = po::value(&c->endpoint)->value_name("URL");
+  if (defaults) endpoint->default_value(c->endpoint);
+  // clang-format off
+  global.add_options()
+      ("endpoint,e", endpoint, "daemon endpoint")
+      ("curve-server-key", po::value(&c->server_key)->value_name("KEY"),
+       "server public key (file or Z85) for CURVE")
+      ("curve-secret-key", po::value(&c->secret_key)->value_name("FILE"),
+       "this client's secret key file for CURVE");
+  // clang-format on
+  return global;
 }
 
 sift::client::ClientOptions ClientOptionsFrom(const Common& c) {
@@ -102,15 +120,19 @@ void PrintSummary(const json& f) {
   }
 }
 
-int Generate(const Common& common, const std::vector<std::string>& args) {
+int Generate(Common& common, const std::vector<std::string>& args) {
   std::string context_file, question, prompt, prompt_file, pipeline = "full", id, system;
   std::vector<std::string> messages, stops, params;
   int64_t max_tokens = 128, top_k = 0, deadline_ms = 0, seed = 0;
   double temperature = 0, top_p = 1;
   bool no_stream = false, as_json = false;
-  po::options_description d("generate options");
-  d.add_options()("help,h", "this help")("context-file", po::value(&context_file),
-                                         "context text file (with --question)")(
+  sift::cli::CommandLine cl(
+      "sift generate",
+      "sift [global options] generate (--question TEXT [--context-file FILE] | --prompt TEXT |\n"
+      "         --prompt-file FILE | --message ROLE:TEXT ...) [options]",
+      "Runs one request through a pipeline of siftd and streams the answer to stdout; a summary "
+      "line\n(tokens kept, TTFT, e2e) goes to stderr. Ctrl-C cancels the request.");
+  cl.Add()("context-file", po::value(&context_file), "context text file (with --question)")(
       "question", po::value(&question), "the question about the context")(
       "system", po::value(&system), "system prompt (with --question)")(
       "prompt", po::value(&prompt), "raw prompt text (no chat template)")(
@@ -129,18 +151,9 @@ int Generate(const Common& common, const std::vector<std::string>& args) {
       "id", po::value(&id), "request id (default: generated)")(
       "no-stream", po::bool_switch(&no_stream), "do not stream; print the text at the end")(
       "json", po::bool_switch(&as_json), "print the final message as JSON");
+  cl.AddGroup(GlobalOptions(&common, false));
   po::variables_map vm;
-  try {
-    po::store(po::command_line_parser(args).options(d).run(), vm);
-    po::notify(vm);
-  } catch (const po::error& e) {
-    std::cerr << "sift generate: " << e.what() << "\n" << d;
-    return 2;
-  }
-  if (vm.count("help")) {
-    std::cout << "usage: sift [global options] generate [options]\n" << d;
-    return 0;
-  }
+  if (const int status = cl.Parse(args, &vm); status != kContinue) return status;
   json h = {{"type", "generate"},
             {"pipeline", pipeline},
             {"max_tokens", max_tokens},
@@ -149,33 +162,29 @@ int Generate(const Common& common, const std::vector<std::string>& args) {
   const int inputs = int(!question.empty()) + int(!prompt.empty()) + int(!prompt_file.empty()) +
                      int(!messages.empty());
   if (inputs != 1 || (!context_file.empty() && question.empty())) {
-    std::cerr << "sift generate: give one input: --question (with optional --context-file), "
-                 "--prompt, --prompt-file or --message\n";
-    return 2;
+    return cl.Error(
+        "give one input: --question (with optional --context-file), --prompt, --prompt-file or "
+        "--message");
   }
   if (!question.empty()) {
     std::string context;
     if (!context_file.empty() && !ReadFile(context_file, &context)) {
-      std::cerr << "sift generate: cannot read " << context_file << "\n";
-      return 2;
+      return cl.Error("cannot read " + context_file);
     }
     h["context"] = context;
     h["question"] = question;
     if (!system.empty()) h["system"] = system;
   } else if (!prompt.empty() || !prompt_file.empty()) {
     if (!prompt_file.empty() && !ReadFile(prompt_file, &prompt)) {
-      std::cerr << "sift generate: cannot read " << prompt_file << "\n";
-      return 2;
+      return cl.Error("cannot read " + prompt_file);
     }
     h["prompt"] = prompt;
   } else {
     json list = json::array();
     for (const std::string& m : messages) {
       const size_t colon = m.find(':');
-      if (colon == std::string::npos) {
-        std::cerr << "sift generate: --message expects ROLE:TEXT\n";
-        return 2;
-      }
+      if (colon == std::string::npos)
+        return cl.Error("--message expects ROLE:TEXT, got '" + m + "'");
       list.push_back({{"role", m.substr(0, colon)}, {"content", m.substr(colon + 1)}});
     }
     h["messages"] = list;
@@ -188,8 +197,7 @@ int Generate(const Common& common, const std::vector<std::string>& args) {
   for (const std::string& p : params) {
     const size_t dot = p.find('.'), eq = p.find('=');
     if (dot == std::string::npos || eq == std::string::npos || dot > eq) {
-      std::cerr << "sift generate: --param expects STAGE.KEY=VALUE, got '" << p << "'\n";
-      return 2;
+      return cl.Error("--param expects STAGE.KEY=VALUE, got '" + p + "'");
     }
     overrides[p.substr(0, dot)][p.substr(dot + 1, eq - dot - 1)] = ParamValue(p.substr(eq + 1));
   }
@@ -246,7 +254,14 @@ int Generate(const Common& common, const std::vector<std::string>& args) {
   }
 }
 
-int List(const Common& common, bool as_json) {
+int List(Common& common, const std::vector<std::string>& args) {
+  bool as_json = false;
+  sift::cli::CommandLine cl("sift list", "sift [global options] list [--json]",
+                            "The daemon's model, pipelines (with their stages) and plugins.");
+  cl.Add()("json", po::bool_switch(&as_json), "print the daemon's listing as JSON");
+  cl.AddGroup(GlobalOptions(&common, false));
+  po::variables_map vm;
+  if (const int status = cl.Parse(args, &vm); status != kContinue) return status;
   zmq::context_t ctx(1);
   sift::client::SiftClient client(ctx, ClientOptionsFrom(common));
   client.Send({{"type", "list"}});
@@ -285,7 +300,15 @@ int List(const Common& common, bool as_json) {
   return 0;
 }
 
-int Ping(const Common& common, int count) {
+int Ping(Common& common, const std::vector<std::string>& args) {
+  int count = 1;
+  sift::cli::CommandLine cl("sift ping", "sift [global options] ping [--count N]",
+                            "Round trips to the daemon (the first reply is printed as JSON).");
+  cl.Add()("count", po::value(&count)->default_value(count), "round trips (at least 1)");
+  cl.AddGroup(GlobalOptions(&common, false));
+  po::variables_map vm;
+  if (const int status = cl.Parse(args, &vm); status != kContinue) return status;
+  count = std::max(1, count);
   zmq::context_t ctx(1);
   sift::client::SiftClient client(ctx, ClientOptionsFrom(common));
   for (int i = 0; i < count; ++i) {
@@ -308,66 +331,26 @@ int Ping(const Common& common, int count) {
 
 int main(int argc, char** argv) {
   Common common;
-  std::string command;
-  bool as_json = false;
-  int count = 1;
-  po::options_description global(
-      "sift: client of the siftd daemon.\n"
-      "usage: sift [global options] generate|list|ping [options]\n"
-      "global options");
-  global.add_options()("help,h", "help (also: sift generate --help)")(
-      "endpoint,e", po::value(&common.endpoint)->default_value(common.endpoint), "daemon endpoint")(
-      "curve-server-key", po::value(&common.server_key),
-      "server public key (file or Z85) for CURVE")(
-      "curve-secret-key", po::value(&common.secret_key), "this client's secret key file for CURVE");
-  po::options_description hidden;
-  hidden.add_options()("command", po::value(&command))("args",
-                                                       po::value<std::vector<std::string>>());
-  po::positional_options_description pos;
-  pos.add("command", 1).add("args", -1);
-  po::options_description all;
-  all.add(global).add(hidden);
+  sift::cli::CommandLine cl("sift", "sift [global options] COMMAND [options]",
+                            "The command-line client of siftd (protocol SIFT/1 over ZeroMQ; "
+                            "docs/protocol.md).");
+  cl.AddGroup(GlobalOptions(&common, true));
+  cl.Command("generate", "run a prompt through a pipeline, streaming the answer");
+  cl.Command("list", "the daemon's model, pipelines and plugins (--json)");
+  cl.Command("ping", "round trips to the daemon (--count N)");
+  cl.Epilog(
+      "exit status: 0 ok, 1 error reply, 2 usage, 3 no answer from the daemon, 130 "
+      "interrupted");
   po::variables_map vm;
+  std::string command;
   std::vector<std::string> rest;
-  try {
-    po::parsed_options parsed =
-        po::command_line_parser(argc, argv).options(all).positional(pos).allow_unregistered().run();
-    po::store(parsed, vm);
-    po::notify(vm);
-    rest = po::collect_unrecognized(parsed.options, po::include_positional);
-    if (!rest.empty() && rest.front() == command) rest.erase(rest.begin());
-  } catch (const po::error& e) {
-    std::cerr << "sift: " << e.what() << "\n" << global;
-    return 2;
+  if (const int status = cl.ParseCommand(argc, argv, &vm, &command, &rest); status != kContinue) {
+    return status;
   }
-  try {
-    if (command == "generate") {
-      if (vm.count("help")) rest.push_back("--help");
-      return Generate(common, rest);
-    }
-    if (vm.count("help") || command.empty()) {
-      std::cout << global
-                << "\ncommands:\n  generate  run a prompt through a pipeline (sift generate "
-                   "--help)\n  list      pipelines, plugins and model (--json)\n  ping      "
-                   "round trip (--count N)\n";
-      return command.empty() && !vm.count("help") ? 2 : 0;
-    }
-    for (size_t i = 0; i < rest.size(); ++i) {
-      if (rest[i] == "--json") {
-        as_json = true;
-      } else if (rest[i] == "--count" && i + 1 < rest.size()) {
-        count = std::max(1, std::atoi(rest[++i].c_str()));
-      } else {
-        std::cerr << "sift " << command << ": unknown argument " << rest[i] << "\n";
-        return 2;
-      }
-    }
-    if (command == "list") return List(common, as_json);
-    if (command == "ping") return Ping(common, count);
-  } catch (const std::exception& e) {
-    std::cerr << "sift: " << e.what() << "\n";
-    return 2;
-  }
-  std::cerr << "sift: unknown command '" << command << "' (generate, list, ping)\n";
-  return 2;
+  if (command.empty()) return cl.Error("no command (generate, list or ping)");
+  return sift::cli::Run("sift " + command, 2, [&] {
+    if (command == "generate") return Generate(common, rest);
+    if (command == "list") return List(common, rest);
+    return Ping(common, rest);
+  });
 }

@@ -7,8 +7,6 @@
 //   sift-model generate   MODEL (--prompt T | --chat M)       streams text, timing on stderr
 //
 // `sift-model --help` lists every option.
-#include <boost/program_options.hpp>
-
 #include <chrono>
 #include <cstdio>
 #include <filesystem>
@@ -26,6 +24,7 @@
 #include "sift/host.h"
 #include "sift/model.h"
 #include "sift/quantized_matrix.h"
+#include "tools/common/command_line.h"
 
 namespace po = boost::program_options;
 
@@ -36,18 +35,15 @@ double MsSince(Clock::time_point t) {
   return std::chrono::duration<double, std::milli>(Clock::now() - t).count();
 }
 
-constexpr const char* kUsage =
-    "usage: sift-model COMMAND MODEL [options]\n"
-    "\n"
-    "commands:\n"
-    "  info        GGUF metadata and tensor table, the model's shape, and the engine's kernels\n"
-    "              for the chosen --dtype/--weights/--device (loads the model)\n"
-    "  tokenize    token ids of --text (or --chat, rendered with the chat template, or stdin)\n"
-    "  detokenize  text of --ids (or stdin)\n"
-    "  logits      top-k logits at the last position of the prompt\n"
-    "  generate    streams the answer; load/prefill/decode timing on stderr\n"
-    "\n"
-    "MODEL is a GGUF file or a Hugging Face directory (config.json + safetensors).\n";
+constexpr const char* kCommands[][2] = {
+    {"info",
+     "GGUF metadata and tensor table, the model's shape, and the engine's kernels for the "
+     "chosen --dtype/--weights/--device (loads the model)"},
+    {"tokenize", "token ids of --text (or --chat, rendered with the chat template, or stdin)"},
+    {"detokenize", "text of --ids (or stdin)"},
+    {"logits", "top-k logits at the last position of the prompt"},
+    {"generate", "streams the answer; load/prefill/decode timing on stderr"},
+};
 
 struct Args {
   std::string command, model;
@@ -61,11 +57,9 @@ struct Args {
   std::string Text(const char* k) const { return Has(k) ? Get<std::string>(k) : ""; }
 };
 
-po::options_description Options() {
-  po::options_description o("options");
+void AddOptions(sift::cli::CommandLine* cl) {
   // clang-format off
-  o.add_options()
-      ("help,h", "print this help")
+  cl->Add()
       ("text", po::value<std::string>(), "prompt text (tokenize, logits)")
       ("prompt", po::value<std::string>(), "prompt text (same as --text)")
       ("chat", po::value<std::string>(), "a user message, rendered with the model's chat template")
@@ -86,7 +80,6 @@ po::options_description Options() {
       ("stop", po::value<std::vector<std::string>>(), "generate: stop string (repeatable)")
       ("ignore-eos", po::bool_switch(), "generate: keep going past end-of-generation tokens");
   // clang-format on
-  return o;
 }
 
 std::vector<sift::TokenId> ParseIds(const std::string& s) {
@@ -134,6 +127,26 @@ std::vector<sift::TokenId> PromptIds(const sift::Model& model, const Args& a, bo
   std::vector<sift::TokenId> ids = tok.Encode(text, !a.Get<bool>("no-special"));
   if (tok.add_bos() && tok.bos_id() >= 0) ids.insert(ids.begin(), tok.bos_id());
   return ids;
+}
+
+// The prompt options of `command`, checked before the model loads: one input at most (before,
+// --text silently won over --prompt, and --ids over --chat), --system only with --chat, and an
+// input where stdin is not read.
+void CheckInputs(const Args& a) {
+  int inputs = 0;
+  for (const char* k : {"ids", "chat", "text", "prompt"}) inputs += a.Has(k) ? 1 : 0;
+  if (a.command == "info") return;
+  if (a.command == "detokenize") {
+    if (a.Has("chat") || a.Has("text") || a.Has("prompt")) {
+      throw sift::cli::UsageError("detokenize takes --ids (or ids on stdin)");
+    }
+    return;
+  }
+  if (inputs > 1) throw sift::cli::UsageError("give one of --text, --prompt, --chat or --ids");
+  if (inputs == 0 && a.command != "tokenize") {
+    throw sift::cli::UsageError(a.command + " needs --text, --prompt, --chat or --ids");
+  }
+  if (a.Has("system") && !a.Has("chat")) throw sift::cli::UsageError("--system needs --chat");
 }
 
 std::shared_ptr<const sift::Model> LoadModel(const Args& a) {
@@ -276,38 +289,32 @@ int Generate(const Args& a) {
 
 int main(int argc, char** argv) {
   sift::ConfigureThreadEnvironment(argv);
-  try {
-    po::options_description visible = Options();
-    po::options_description all = Options();
-    all.add_options()("command", po::value<std::string>(), "")("model", po::value<std::string>(),
-                                                               "");
-    po::positional_options_description positional;
-    positional.add("command", 1).add("model", 1);
-    Args a;
-    po::store(po::command_line_parser(argc, argv).options(all).positional(positional).run(), a.vm);
-    po::notify(a.vm);
-    if (a.Has("help")) {
-      std::cout << kUsage << "\n" << visible << "\n";
-      return 0;
-    }
-    if (!a.Has("command") || !a.Has("model")) {
-      std::cerr << kUsage << "(sift-model --help lists the options)\n";
-      return 2;
-    }
-    a.command = a.Text("command");
-    a.model = a.Text("model");
+  sift::cli::CommandLine cl("sift-model", "sift-model COMMAND MODEL [options]",
+                            "Inspects a model and runs it from the command line. MODEL is a GGUF "
+                            "file or a Hugging Face\ndirectory (config.json + safetensors).");
+  AddOptions(&cl);
+  for (const auto& [name, summary] : kCommands) cl.Command(name, summary);
+  Args a;
+  cl.Positional("command", 1, po::value(&a.command));
+  cl.Positional("model", 1, po::value(&a.model));
+  if (const int status = cl.Parse(argc, argv, &a.vm); status != sift::cli::kContinue) {
+    return status;
+  }
+  std::string commands;
+  bool known = false;
+  for (const auto& [name, summary] : kCommands) {
+    commands += (commands.empty() ? "" : ", ") + std::string(name);
+    known = known || a.command == name;
+  }
+  if (a.command.empty()) return cl.Error("no command (" + commands + ")");
+  if (!known) return cl.Error("unknown command '" + a.command + "' (" + commands + ")");
+  if (a.model.empty()) return cl.Error("no MODEL (a GGUF file or a Hugging Face directory)");
+  return sift::cli::Run("sift-model", 1, [&] {
+    CheckInputs(a);
     if (a.command == "info") return Info(a);
     if (a.command == "tokenize") return Tokenize(a);
     if (a.command == "detokenize") return Detokenize(a);
     if (a.command == "logits") return Logits(a);
-    if (a.command == "generate") return Generate(a);
-    std::cerr << "sift-model: unknown command '" << a.command << "'\n" << kUsage;
-    return 2;
-  } catch (const po::error& e) {
-    std::cerr << "sift-model: " << e.what() << " (sift-model --help lists the options)\n";
-    return 2;
-  } catch (const std::exception& e) {
-    std::cerr << "sift-model: error: " << e.what() << "\n";
-    return 1;
-  }
+    return Generate(a);
+  });
 }

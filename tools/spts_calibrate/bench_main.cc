@@ -40,6 +40,7 @@
 #include "spts_prefill.h"
 #include "spts_proxy.h"
 #include "tasks.h"
+#include "tools/common/command_line.h"
 
 namespace {
 
@@ -137,36 +138,53 @@ void TraceNeedle(const sift::Model& model, const sift::bench::Sample& sample,
 }  // namespace
 
 int main(int argc, char** argv) {
+  namespace po = boost::program_options;
   sift::ConfigureThreadEnvironment(argv);
-  for (int i = 1; i < argc; ++i) {
-    if (std::string(argv[i]) == "--help" || std::string(argv[i]) == "-h") {
-      std::cout << "usage: sift-spts-bench --mode speed|accuracy|trace [--task passkey] "
-                   "[--lengths 2048,...] [--samples N]\n"
-                   "         [--configs full,spts,pap,pap_ltp] [--gen 16] [--out FILE] "
-                   "[--model FILE] [--device cpu|cuda]\n"
-                   "         [--dtype bf16|fp32] [--threads N] [--seed S] [--warmup 1]\n"
-                   "         [--pipelines DIR] (per-model defaults from DIR/models)\n"
-                   "(docs/results/spts.md; the model defaults to $SIFT_MODEL)\n";
-      return 0;
-    }
-  }
   std::map<std::string, std::string> args = {
-      {"mode", "speed"},        {"task", "passkey"}, {"lengths", "2048"}, {"samples", "1"},
-      {"configs", "full,spts"}, {"gen", "16"},       {"out", ""},         {"seed", "0"},
-      {"threads", "0"},         {"warmup", "1"},     {"device", "cpu"},   {"dtype", "bf16"},
-      {"pipelines", SIFT_SOURCE_DIR "/pipelines"}};
+      {"mode", "speed"},   {"task", "passkey"},
+      {"lengths", "2048"}, {"configs", "full,spts"},
+      {"out", ""},         {"device", "cpu"},
+      {"dtype", "bf16"},   {"pipelines", SIFT_SOURCE_DIR "/pipelines"}};
   const char* env_model = std::getenv("SIFT_MODEL");
   args["model"] = env_model ? env_model : "";
-  for (int i = 1; i + 1 < argc; i += 2) {
-    std::string key = argv[i];
-    if (key.rfind("--", 0) != 0 || !args.count(key.substr(2))) {
-      std::cerr << "unknown argument " << key << "\n";
-      return 2;
-    }
-    args[key.substr(2)] = argv[i + 1];
+  int samples = 1, threads = 0, warmup = 1;
+  int64_t gen = 16;
+  uint64_t seed = 0;
+  sift::cli::CommandLine cl(
+      "sift-spts-bench", "sift-spts-bench --mode speed|accuracy|trace [options]",
+      "The SPTS measurements of docs/results/spts.md, in process: prefill_full / prefill_skip\n"
+      "on sift-bench's task samples, then sift::Generate. One JSON line per (config, length,\n"
+      "sample) on stdout and --out. trace: per layer, how many of the needle's tokens are\n"
+      "candidates, attention-active and FFN-active in the default SPTS prefill.");
+  auto text = [&](const char* name) { return po::value(&args[name])->default_value(args[name]); };
+  // clang-format off
+  cl.Add()
+      ("mode", text("mode"), "speed | accuracy | trace")
+      ("task", text("task"), "sift-bench task of the samples")
+      ("lengths", text("lengths"), "sample lengths in tokens, comma-separated")
+      ("samples", po::value(&samples)->default_value(samples), "samples per length")
+      ("configs", text("configs"),
+       "full = prefill_full; spts = prefill_skip defaults; pap = {ltp:false, msdp:false}; "
+       "pap_ltp = {msdp:false}")
+      ("gen", po::value(&gen)->default_value(gen), "speed: tokens generated after the prefill")
+      ("out", po::value(&args["out"])->value_name("FILE"), "also append the JSON lines here")
+      ("model", po::value(&args["model"])->value_name("FILE"), "GGUF file (default $SIFT_MODEL)")
+      ("device", text("device"), "cpu | cuda | cuda:N")
+      ("dtype", text("dtype"), "bf16 | fp32")
+      ("threads", po::value(&threads)->default_value(threads), "CPU threads (0 = all cores)")
+      ("seed", po::value(&seed)->default_value(seed), "sample seed")
+      ("warmup", po::value(&warmup)->default_value(warmup),
+       "one short run per config first (0: none)")
+      ("pipelines", text("pipelines"),
+       "pipeline folder: the SPTS schedule from its models/ (model_defaults.h), as siftd");
+  // clang-format on
+  po::variables_map vm;
+  if (const int status = cl.Parse(argc, argv, &vm); status != sift::cli::kContinue) return status;
+  if (args["mode"] != "speed" && args["mode"] != "accuracy" && args["mode"] != "trace") {
+    return cl.Error("--mode must be speed, accuracy or trace");
   }
-  try {
-    sift::ConfigureThreads(std::stoi(args["threads"]));
+  return sift::cli::Run("sift-spts-bench", 1, [&] {
+    sift::ConfigureThreads(threads);
     sift::ModelOptions mo;
     mo.dtype = sift::ParseDtype(args["dtype"]);
     mo.device = sift::ParseDevice(args["device"]);
@@ -174,8 +192,7 @@ int main(int argc, char** argv) {
     std::ofstream out;
     if (!args["out"].empty()) out.open(args["out"], std::ios::app);
     const bool speed = args["mode"] == "speed";
-    const int samples = std::stoi(args["samples"]);
-    if (std::stoi(args["warmup"]) > 0) {  // one short run per config: first-call allocations
+    if (warmup > 0) {  // one short run per config: first-call allocations
       for (const std::string& config : Split(args["configs"])) {
         sift::RequestState state;
         state.tokens = std::vector<sift::TokenId>(300, 1000);
@@ -183,12 +200,12 @@ int main(int argc, char** argv) {
         MakeStage(config, *model, args["pipelines"])->Run(*model, state, ctx);
       }
     }
-    for (const std::string& len : Split(args["lengths"])) {
+    for (const int64_t length : sift::cli::IntList(args["lengths"], "--lengths")) {
       for (int i = 0; i < samples; ++i) {
         sift::bench::TaskOptions to;
         to.task = args["task"];
-        to.length = std::stoll(len);
-        to.seed = std::stoull(args["seed"]);
+        to.length = length;
+        to.seed = seed;
         to.haystack_dir = sift::bench::DefaultHaystackDir();
         const sift::bench::Sample sample = sift::bench::MakeSample(to, model->tokenizer(), i);
         for (const std::string& config : Split(args["configs"])) {
@@ -196,7 +213,7 @@ int main(int argc, char** argv) {
           req.input = sift::daemon::InputKind::kContextQuestion;
           req.context = sample.context;
           req.question = sample.question;
-          req.max_tokens = speed ? std::stoll(args["gen"]) : sample.max_tokens;
+          req.max_tokens = speed ? gen : sample.max_tokens;
           req.ignore_eos = speed;
           sift::RequestState state;
           bool clamped = false;
@@ -240,9 +257,6 @@ int main(int argc, char** argv) {
         }
       }
     }
-  } catch (const std::exception& e) {
-    std::cerr << "sift-spts-bench: " << e.what() << "\n";
-    return 1;
-  }
-  return 0;
+    return 0;
+  });
 }

@@ -18,67 +18,46 @@
 #include "sift/error.h"
 #include "sift/model.h"
 #include "spts_calibration.h"
-
-namespace {
-
-void Usage() {
-  std::cerr << "usage: sift-spts-calibrate --model MODEL.gguf --text FOLDER [--out FILE]\n"
-               "         [--d-low 256] [--rank 64] [--rho 0.2] [--sequences 32] [--seq-len 256]\n"
-               "         [--threads 0] [--dtype bf16|fp32] [--device cpu|cuda]\n"
-               "Reads *.txt/*.md under FOLDER, writes the LTP proxies (default: next to the\n"
-               "model, <model without .gguf>.spts.bin, where prefill_skip looks by default).\n";
-}
-
-}  // namespace
+#include "tools/common/command_line.h"
 
 int main(int argc, char** argv) {
+  namespace po = boost::program_options;
   sift::ConfigureThreadEnvironment(argv);
   std::string model_path = std::getenv("SIFT_MODEL") ? std::getenv("SIFT_MODEL") : "";
   std::string text, out, dtype = "bf16", device = "cpu";
   int threads = 0;
   sift::spts::CalibrationOptions options;
-  try {
-    for (int i = 1; i < argc; ++i) {
-      const std::string a = argv[i];
-      auto value = [&]() -> std::string {
-        if (i + 1 >= argc) throw sift::Error(a + " needs a value");
-        return argv[++i];
-      };
-      if (a == "--model")
-        model_path = value();
-      else if (a == "--text")
-        text = value();
-      else if (a == "--out")
-        out = value();
-      else if (a == "--d-low")
-        options.d_low = std::stoll(value());
-      else if (a == "--rank")
-        options.rank = std::stoll(value());
-      else if (a == "--rho")
-        options.rho = std::stod(value());
-      else if (a == "--sequences")
-        options.sequences = std::stoll(value());
-      else if (a == "--seq-len")
-        options.seq_len = std::stoll(value());
-      else if (a == "--threads")
-        threads = std::stoi(value());
-      else if (a == "--dtype")
-        dtype = value();
-      else if (a == "--device")
-        device = value();
-      else if (a == "-h" || a == "--help") {
-        Usage();
-        return 0;
-      } else {
-        throw sift::Error("unknown argument " + a);
-      }
-    }
-    if (model_path.empty() || text.empty()) {
-      Usage();
-      return 2;
-    }
-    if (options.sequences < 1 || options.seq_len < 2)
-      throw sift::Error("bad --sequences/--seq-len");
+  sift::cli::CommandLine cl(
+      "sift-spts-calibrate", "sift-spts-calibrate --model MODEL.gguf --text FOLDER [options]",
+      "Builds the SPTS LTP proxy file for a model from the *.txt/*.md files under FOLDER\n"
+      "(docs/methods/spts.md). Progress on stderr, a summary line on stdout.");
+  // clang-format off
+  cl.Add()
+      ("model", po::value(&model_path)->value_name("FILE"), "GGUF file (default $SIFT_MODEL)")
+      ("text", po::value(&text)->value_name("FOLDER"), "calibration text: *.txt/*.md under it")
+      ("out", po::value(&out)->value_name("FILE"),
+       "the proxy file (default: next to the model, <model without .gguf>.spts.bin, where "
+       "prefill_skip looks by default)")
+      ("d-low", po::value(&options.d_low)->default_value(options.d_low),
+       "low-rank dimension of the proxies")
+      ("rank", po::value(&options.rank)->default_value(options.rank), "proxy rank")
+      ("rho", po::value(&options.rho)->default_value(options.rho), "LTP's rho")
+      ("sequences", po::value(&options.sequences)->default_value(options.sequences),
+       "calibration sequences")
+      ("seq-len", po::value(&options.seq_len)->default_value(options.seq_len),
+       "tokens per sequence")
+      ("threads", po::value(&threads)->default_value(threads), "CPU threads (0 = all cores)")
+      ("dtype", po::value(&dtype)->default_value(dtype), "bf16 | fp32")
+      ("device", po::value(&device)->default_value(device), "cpu | cuda | cuda:N");
+  // clang-format on
+  po::variables_map vm;
+  if (const int status = cl.Parse(argc, argv, &vm); status != sift::cli::kContinue) return status;
+  if (model_path.empty()) return cl.Error("no model: --model FILE or $SIFT_MODEL");
+  if (text.empty()) return cl.Error("no calibration text: --text FOLDER");
+  if (options.sequences < 1 || options.seq_len < 2) {
+    return cl.Error("--sequences must be >= 1 and --seq-len >= 2");
+  }
+  return sift::cli::Run("sift-spts-calibrate", 1, [&] {
     sift::ConfigureThreads(threads);
     const auto start = std::chrono::steady_clock::now();
     sift::ModelOptions mo;
@@ -109,9 +88,6 @@ int main(int argc, char** argv) {
                 out.c_str(), static_cast<long long>(proxy.layers.size()),
                 static_cast<long long>(proxy.d_low()), static_cast<long long>(proxy.rank()),
                 static_cast<long long>(sequences.size() * options.seq_len), s);
-  } catch (const std::exception& e) {
-    std::cerr << "sift-spts-calibrate: " << e.what() << "\n";
-    return 1;
-  }
-  return 0;
+    return 0;
+  });
 }
