@@ -154,8 +154,7 @@ void SptsProxy::CheckModel(const ModelConfig& config, const std::string& path) c
     SIFT_CHECK(p.gate_u.size(0) == config.hidden_size && p.down_u.size(0) == config.hidden_size,
                path, ": layer ", l, ": proxy hidden size ", p.gate_u.size(0), ", the model's ",
                config.hidden_size);
-    SIFT_CHECK(p.channels.numel() > 0 &&
-                   HostInt(p.channels.max()) < config.intermediate_size &&
+    SIFT_CHECK(p.channels.numel() > 0 && HostInt(p.channels.max()) < config.intermediate_size &&
                    HostInt(p.channels.min()) >= 0,
                path, ": layer ", l, ": channel index outside the model's FFN width ",
                config.intermediate_size);

@@ -14,7 +14,8 @@ namespace {
 
 TEST(RepoRelativePathTest, InsideTheRootIsRelativeToIt) {
   EXPECT_EQ(RepoRelativePath("/r/repo/models/x.gguf", "/r/repo"), "models/x.gguf");
-  EXPECT_EQ(RepoRelativePath("/r/repo/docs/results/bench/raw", "/r/repo/"), "docs/results/bench/raw");
+  EXPECT_EQ(RepoRelativePath("/r/repo/docs/results/bench/raw", "/r/repo/"),
+            "docs/results/bench/raw");
   EXPECT_EQ(RepoRelativePath("/r/repo/./build/../models/x.gguf", "/r/repo"), "models/x.gguf");
   EXPECT_EQ(RepoRelativePath("/r/repo", "/r/repo"), ".");
 }
@@ -48,9 +49,13 @@ TEST(RepoRelativePathTest, DefaultRootIsThisSourceTree) {
 TEST(ResultsMetaTest, ModelAndCommandArePathsRelativeToTheRepository) {
   const std::string src = SIFT_SOURCE_DIR;
   const std::string beside = std::filesystem::path(src).parent_path().string();
-  std::vector<std::string> args = {src + "/build/bin/sift-bench", "accuracy", "--out",
-                                   src + "/docs/results/x", "--haystack=" + beside + "/data/essays",
-                                   "--endpoint", "tcp://127.0.0.1:7700"};
+  std::vector<std::string> args = {src + "/build/bin/sift-bench",
+                                   "accuracy",
+                                   "--out",
+                                   src + "/docs/results/x",
+                                   "--haystack=" + beside + "/data/essays",
+                                   "--endpoint",
+                                   "tcp://127.0.0.1:7700"};
   std::vector<char*> argv;
   for (std::string& a : args) argv.push_back(a.data());
   const nlohmann::json meta =
@@ -61,9 +66,8 @@ TEST(ResultsMetaTest, ModelAndCommandArePathsRelativeToTheRepository) {
                                           beside != std::filesystem::path(beside).root_path()
                                       ? "../data/essays"
                                       : beside + "/data/essays";
-  EXPECT_EQ(meta["command"],
-            "build/bin/sift-bench accuracy --out docs/results/x --haystack=" + parent_name +
-                " --endpoint tcp://127.0.0.1:7700");
+  EXPECT_EQ(meta["command"], "build/bin/sift-bench accuracy --out docs/results/x --haystack=" +
+                                 parent_name + " --endpoint tcp://127.0.0.1:7700");
 }
 
 }  // namespace

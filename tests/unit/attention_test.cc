@@ -30,10 +30,10 @@ at::Tensor ReferenceProbs(const Inputs& in, const AttentionOptions& o) {
   const int64_t hq = in.q.size(1), hkv = in.k.size(0), g = hq / hkv;
   at::Tensor qf = in.q.permute({1, 0, 2});
   at::Tensor kf = in.k.repeat_interleave(g, 0);
-  at::Tensor kp = (in.k_pos.dim() == 1 ? in.k_pos.unsqueeze(0).expand({hkv, in.k.size(1)})
-                                       : in.k_pos)
-                      .repeat_interleave(g, 0)
-                      .unsqueeze(1);
+  at::Tensor kp =
+      (in.k_pos.dim() == 1 ? in.k_pos.unsqueeze(0).expand({hkv, in.k.size(1)}) : in.k_pos)
+          .repeat_interleave(g, 0)
+          .unsqueeze(1);
   at::Tensor qp = in.q_pos.view({1, -1, 1});
   at::Tensor visible = kp <= qp;
   if (o.window > 0) visible = visible.logical_and((qp - kp < o.window).logical_or(kp < o.sink));
@@ -97,8 +97,8 @@ TEST(AttentionTest, Bf16StaysCloseToFp32) {
   AttentionOptions o;
   o.block_size = 16;
   at::Tensor ref = AttentionReference(in.q, in.k, in.v, in.q_pos, in.k_pos, o);
-  at::Tensor out = Attention(in.q.to(at::kBFloat16), in.k.to(at::kBFloat16),
-                             in.v.to(at::kBFloat16), in.q_pos, in.k_pos, o);
+  at::Tensor out = Attention(in.q.to(at::kBFloat16), in.k.to(at::kBFloat16), in.v.to(at::kBFloat16),
+                             in.q_pos, in.k_pos, o);
   EXPECT_EQ(out.scalar_type(), at::kBFloat16);
   // bf16 has 8 mantissa bits: relative error ~2^-8 per rounding, a few roundings deep.
   ExpectClose(out, ref, 0.05);
@@ -122,8 +122,8 @@ TEST(AttentionTest, StatisticsMatchDenseProbabilities) {
   ExpectClose(s.column_sum, p.sum(1), 1e-5);
   ExpectClose(s.max_prob, std::get<0>(p.slice(1, 20, 30).reshape({-1, 30}).max(0)), 1e-6);
   // GemFilter signal: raw q·k of the last query, summed over all query heads.
-  at::Tensor raw = at::matmul(in.q.select(0, 29).unsqueeze(1),                   // [Hq,1,hd]
-                              in.k.repeat_interleave(3, 0).transpose(1, 2));     // [Hq,hd,nk]
+  at::Tensor raw = at::matmul(in.q.select(0, 29).unsqueeze(1),                // [Hq,1,hd]
+                              in.k.repeat_interleave(3, 0).transpose(1, 2));  // [Hq,hd,nk]
   ExpectClose(s.last_query_logit_sum, raw.squeeze(1).sum(0), 1e-4);
   // Probability rows sum to one, so the window sum of each head totals the window length.
   ExpectClose(s.window_sum.sum(1), at::full({6}, 11.0), 1e-4);

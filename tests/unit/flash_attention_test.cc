@@ -38,8 +38,8 @@ double MaxError(const Case& c, at::ScalarType q_type, at::ScalarType kv_type) {
   AttentionOptions torch_options = c.options;
   torch_options.kernel = AttentionKernel::kTorch;
   const at::Tensor ref = AttentionReference(c.q, c.k, c.v, c.q_pos, c.k_pos, c.options);
-  const at::Tensor out = Attention(c.q.to(q_type), c.k.to(kv_type), c.v.to(kv_type), c.q_pos,
-                                   c.k_pos, c.options);
+  const at::Tensor out =
+      Attention(c.q.to(q_type), c.k.to(kv_type), c.v.to(kv_type), c.q_pos, c.k_pos, c.options);
   EXPECT_EQ(out.scalar_type(), q_type);
   EXPECT_EQ(out.sizes(), ref.sizes());
   return (out.to(at::kFloat) - ref).abs().max().item<double>();
@@ -143,10 +143,11 @@ TEST(FlashAttentionTest, EveryInstructionSetLevelAgrees) {
   struct Shape {
     int64_t nq, nk, hq, hkv, hd, sink = 0, window = 0;
   };
-  const Shape shapes[] = {{1, 700, 9, 3, 64},      {150, 150, 9, 3, 64}, {7, 300, 9, 3, 64},
-                          {33, 129, 9, 3, 64},     {1, 1000, 14, 2, 64}, {2, 333, 9, 3, 64},
-                          {1, 517, 16, 2, 128},    {1, 77, 9, 3, 64},    {1, 900, 9, 3, 64, 4, 100},
-                          {3, 640, 14, 2, 64, 8, 129}};
+  const Shape shapes[] = {{1, 700, 9, 3, 64},         {150, 150, 9, 3, 64},
+                          {7, 300, 9, 3, 64},         {33, 129, 9, 3, 64},
+                          {1, 1000, 14, 2, 64},       {2, 333, 9, 3, 64},
+                          {1, 517, 16, 2, 128},       {1, 77, 9, 3, 64},
+                          {1, 900, 9, 3, 64, 4, 100}, {3, 640, 14, 2, 64, 8, 129}};
   const int best = static_cast<int>(DetectedCpuIsa());
   for (int variant = 0; variant <= best + 1; ++variant) {
     // The last variant is AVX-512 with bf16 dot products (where the CPU has them).

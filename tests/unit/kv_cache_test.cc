@@ -61,7 +61,7 @@ TEST(KvCacheTest, SharedIndicesAndEdgeCases) {
   AppendTokens(c, 0, 0, 10);
   c.Select(0, at::tensor({0, 9}, at::kLong));
   EXPECT_EQ(c.Positions(0)[1][1].item<int64_t>(), 9);
-  EXPECT_THROW(c.Select(0, at::tensor({2}, at::kLong)), std::exception);  // out of range
+  EXPECT_THROW(c.Select(0, at::tensor({2}, at::kLong)), std::exception);    // out of range
   EXPECT_THROW(c.Select(0, at::zeros({3, 1}, at::kLong)), std::exception);  // wrong head count
   c.Select(0, at::empty({0}, at::kLong));
   EXPECT_EQ(c.size(0), 0);

@@ -21,9 +21,9 @@
 //
 // DIFFERENCES FROM THE ORIGINALS (say so in reports): RULER's answer prefix cannot be placed in
 // the assistant turn through the `context + question` protocol, so it ends the question text
-// (passkey: ILRe's answer prefix is dropped, as SmolLM2 continues it as prose instead of answering);
-// key words / word pools are our own lists (or words of the haystack), not wonderwords; no
-// few-shot examples for vt / cwe; the essay haystack is the 49-essay subset. The needle task is
+// (passkey: ILRe's answer prefix is dropped, as SmolLM2 continues it as prose instead of
+// answering); key words / word pools are our own lists (or words of the haystack), not wonderwords;
+// no few-shot examples for vt / cwe; the essay haystack is the 49-essay subset. The needle task is
 // scored without an LLM judge: 1 if the output has "sandwich" and "dolores park", 0.5 if one.
 //
 // THREADING: MakeSample / Score are thread-safe (the tokenized haystack is cached per folder and

@@ -29,7 +29,8 @@ double BestSeconds(int reps, F&& f) {
   for (int i = 0; i < reps; ++i) {
     const auto t0 = std::chrono::steady_clock::now();
     f();
-    best = std::min(best, std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
+    best = std::min(best,
+                    std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
   }
   return best;
 }
@@ -48,8 +49,9 @@ CpuInfo ReadCpuInfo() {
   };
   info.model = field("model name");
   static const std::set<std::string> kSimd = {
-      "sse4_2", "avx", "avx2", "fma", "f16c", "avx512f", "avx512bw", "avx512vl", "avx512_vnni",
-      "avx512_bf16", "avx512_fp16", "avx_vnni", "amx_bf16", "amx_int8", "amx_tile"};
+      "sse4_2",      "avx",      "avx2",     "fma",         "f16c",
+      "avx512f",     "avx512bw", "avx512vl", "avx512_vnni", "avx512_bf16",
+      "avx512_fp16", "avx_vnni", "amx_bf16", "amx_int8",    "amx_tile"};
   std::stringstream flags(field("flags"));
   std::string f;
   while (flags >> f) {

@@ -24,7 +24,8 @@ CpuInfo ReadCpuInfo();
 double MeasureMatmulGflops(const ModelConfig& c, at::ScalarType dtype, int64_t n,
                            const at::Device& device);
 // GB/s of matrix-vector products reading `bytes` of `dtype` weights.
-double MeasureGemvBandwidth(at::ScalarType dtype, int64_t bytes, int64_t in, const at::Device& device);
+double MeasureGemvBandwidth(at::ScalarType dtype, int64_t bytes, int64_t in,
+                            const at::Device& device);
 
 // Peak resident set (VmHWM) in MiB; ResetPeakRss() restarts the count.
 double PeakRssMiB();

@@ -63,10 +63,10 @@ enum class AttentionKernel {
 
 struct AttentionOptions {
   AttentionKernel kernel = AttentionKernel::kAuto;
-  int64_t block_size = 256;   // queries per block (LibTorch path)
-  int64_t sink = 0;           // Λ mask: always-visible leading positions (0 with window 0 = off)
-  int64_t window = 0;         // Λ mask: recent positions visible (0 = unlimited)
-  double scale = 0.0;         // 0 -> 1/sqrt(head_dim)
+  int64_t block_size = 256;  // queries per block (LibTorch path)
+  int64_t sink = 0;          // Λ mask: always-visible leading positions (0 with window 0 = off)
+  int64_t window = 0;        // Λ mask: recent positions visible (0 = unlimited)
+  double scale = 0.0;        // 0 -> 1/sqrt(head_dim)
   // Compute the products in fp32 even for bf16 inputs (CPUs without hardware bf16, where
   // emulated bf16 products are slower than fp32 ones). The result keeps q's dtype.
   bool upcast_fp32 = false;

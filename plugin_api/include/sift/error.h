@@ -30,8 +30,8 @@ std::string Concat(const Args&... args) {
 }  // namespace sift
 
 // Throws sift::Error with the streamed message when `cond` is false.
-#define SIFT_CHECK(cond, ...)                                     \
-  do {                                                            \
+#define SIFT_CHECK(cond, ...)                                              \
+  do {                                                                     \
     if (!(cond)) throw ::sift::Error(::sift::detail::Concat(__VA_ARGS__)); \
   } while (0)
 

@@ -35,7 +35,7 @@ struct GenerationResult {
   std::vector<TokenId> tokens;  // generated ids (a stop token is not included)
   std::string text;
   FinishReason finish = FinishReason::kLength;
-  double decode_ms = 0;         // time spent generating after the first token was sampled
+  double decode_ms = 0;  // time spent generating after the first token was sampled
 };
 
 // Called with each newly safe piece of text (possibly "") and the token that produced it.

@@ -48,7 +48,7 @@ struct ModelOptions {
   // kNative: products with at most this many rows read the blocks.
   int64_t native_max_rows = 8;
   at::Device device = at::kCPU;
-  int threads = 0;                       // intra-op threads; 0 = all cores
+  int threads = 0;  // intra-op threads; 0 = all cores
   // bf16 only: matrix products with at least this many rows are computed in fp32 from the bf16
   // weights (upcast per call). -1 = automatic: 16 on CPUs without hardware bf16, else never.
   // Matrix-vector products (decode) always stay in bf16, where fewer bytes read is the win.
@@ -103,7 +103,8 @@ class Model {
   // The blocks the native products read (empty unless they are in use).
   const QuantizedWeights& quantized_weights() const { return qweights_; }
   bool native_weights() const { return !qweights_.empty(); }
-  // The CPU kernels in use, e.g. "attention avx512, matmul avx512-fp32" (sift-model info, /metrics).
+  // The CPU kernels in use, e.g. "attention avx512, matmul avx512-fp32" (sift-model info,
+  // /metrics).
   std::string KernelSummary() const;
   const ModelOptions& options() const { return options_; }
   // GGUF models carry a tokenizer, HF directories when they hold tokenizer.json. Throws
@@ -119,8 +120,8 @@ class Model {
   KvCache NewCache() const;
 
   // ---- building blocks ----
-  at::Tensor Embed(const at::Tensor& ids) const;                        // [n] -> x [n, hidden]
-  at::Tensor AttnNorm(int64_t layer, const at::Tensor& x) const;        // -> [n, hidden] dtype
+  at::Tensor Embed(const at::Tensor& ids) const;                  // [n] -> x [n, hidden]
+  at::Tensor AttnNorm(int64_t layer, const at::Tensor& x) const;  // -> [n, hidden] dtype
   at::Tensor FfnNorm(int64_t layer, const at::Tensor& x) const;
   struct Qkv {
     at::Tensor q, k, v;  // [n, Hq, hd], [n, Hkv, hd], [n, Hkv, hd]; no RoPE yet
@@ -131,7 +132,7 @@ class Model {
   at::Tensor ApplyRope(const at::Tensor& x, const at::Tensor& positions) const;  // [n, H, hd]
   // attn: [n, Hq, hd] -> [n, hidden] fp32 (to be added to the residual).
   at::Tensor OutputProjection(int64_t layer, const at::Tensor& attn) const;
-  at::Tensor Ffn(int64_t layer, const at::Tensor& h) const;             // -> [n, hidden] fp32
+  at::Tensor Ffn(int64_t layer, const at::Tensor& h) const;  // -> [n, hidden] fp32
   // Final norm + LM head: x [n, hidden] -> logits [n, vocab] fp32.
   at::Tensor Logits(const at::Tensor& x) const;
 
@@ -158,7 +159,8 @@ class Model {
   // The same with the RoPE tables of `positions` already computed (RunLayers shares them).
   at::Tensor Layer(int64_t layer, const at::Tensor& x, const at::Tensor& positions,
                    const RopeTables& rope, KvCache* cache, const AttentionOptions& attention,
-                   const AttentionStatsRequest& request = {}, AttentionStats* stats = nullptr) const;
+                   const AttentionStatsRequest& request = {},
+                   AttentionStats* stats = nullptr) const;
   // Layers [begin, end).
   at::Tensor RunLayers(int64_t begin, int64_t end, const at::Tensor& x, const at::Tensor& positions,
                        KvCache* cache, const ForwardOptions& options = {}) const;
@@ -174,13 +176,13 @@ class Model {
   std::string path_;
   ModelOptions options_;
   ModelWeights weights_;
-  QuantizedWeights qweights_;         // empty unless WeightFormat::kNative applies
+  QuantizedWeights qweights_;  // empty unless WeightFormat::kNative applies
   std::unique_ptr<Tokenizer> tokenizer_;
-  std::vector<at::Tensor> w_qkv_;     // fused [Hq*hd + 2*Hkv*hd, hidden] per layer
-  std::vector<at::Tensor> b_qkv_;     // fused bias, undefined without attention bias
-  std::vector<at::Tensor> w_gate_up_; // fused [2*ff, hidden] per layer
-  at::Tensor inv_freq_cpu_;           // [hd/2] fp32 on the host (RoPE angles are host math)
-  int64_t upcast_min_rows_ = 0;       // see ModelOptions::upcast_min_rows (resolved)
+  std::vector<at::Tensor> w_qkv_;      // fused [Hq*hd + 2*Hkv*hd, hidden] per layer
+  std::vector<at::Tensor> b_qkv_;      // fused bias, undefined without attention bias
+  std::vector<at::Tensor> w_gate_up_;  // fused [2*ff, hidden] per layer
+  at::Tensor inv_freq_cpu_;            // [hd/2] fp32 on the host (RoPE angles are host math)
+  int64_t upcast_min_rows_ = 0;        // see ModelOptions::upcast_min_rows (resolved)
   const QuantizedLayer* Quantized(int64_t layer) const {
     return qweights_.empty() ? nullptr : &qweights_.layers[static_cast<size_t>(layer)];
   }

@@ -85,7 +85,7 @@ struct sift_plugin_descriptor {
   sift::Stage* (*create)(const sift::StageParams* params, const sift::Model* model, char* error,
                          size_t error_size);
   void (*destroy)(sift::Stage* stage);
-  const char* api_hash;       // SIFT_API_HASH of the headers the plugin was compiled with
+  const char* api_hash;  // SIFT_API_HASH of the headers the plugin was compiled with
 };
 
 typedef const sift_plugin_descriptor* (*sift_plugin_entry_fn)(void);
@@ -93,27 +93,34 @@ typedef const sift_plugin_descriptor* (*sift_plugin_entry_fn)(void);
 
 #define SIFT_PLUGIN_ENTRY_SYMBOL "sift_plugin_entry"
 
-#define SIFT_PLUGIN(NAME, VERSION, KIND, STAGE_CLASS)                                         \
-  namespace {                                                                                 \
-  sift::Stage* SiftPluginCreate(const sift::StageParams* params, const sift::Model* model,    \
-                                char* error, size_t error_size) {                             \
-    try {                                                                                     \
-      return new sift::ExceptionGuard<STAGE_CLASS>(*params, *model);                        \
-    } catch (const std::exception& e) {                                                       \
-      std::snprintf(error, error_size, "%s", e.what());                                       \
-    } catch (...) {                                                                           \
-      std::snprintf(error, error_size, "unknown exception in %s constructor", NAME);          \
-    }                                                                                         \
-    return nullptr;                                                                           \
-  }                                                                                           \
-  void SiftPluginDestroy(sift::Stage* stage) { delete stage; }                                \
-  const sift_plugin_descriptor kSiftPluginDescriptor = {                                      \
-      SIFT_PLUGIN_ABI_VERSION, NAME, VERSION, static_cast<int>(KIND), SIFT_PLUGIN_ABI_VERSION, \
-      SIFT_BUILD_TORCH_VERSION, SIFT_BUILD_CXX_ABI, &SiftPluginCreate, &SiftPluginDestroy, SIFT_API_HASH};   \
-  }                                                                                           \
-  extern "C" __attribute__((visibility("default"))) const sift_plugin_descriptor*             \
-  sift_plugin_entry(void) {                                                                   \
-    return &kSiftPluginDescriptor;                                                            \
+#define SIFT_PLUGIN(NAME, VERSION, KIND, STAGE_CLASS)                                      \
+  namespace {                                                                              \
+  sift::Stage* SiftPluginCreate(const sift::StageParams* params, const sift::Model* model, \
+                                char* error, size_t error_size) {                          \
+    try {                                                                                  \
+      return new sift::ExceptionGuard<STAGE_CLASS>(*params, *model);                       \
+    } catch (const std::exception& e) {                                                    \
+      std::snprintf(error, error_size, "%s", e.what());                                    \
+    } catch (...) {                                                                        \
+      std::snprintf(error, error_size, "unknown exception in %s constructor", NAME);       \
+    }                                                                                      \
+    return nullptr;                                                                        \
+  }                                                                                        \
+  void SiftPluginDestroy(sift::Stage* stage) { delete stage; }                             \
+  const sift_plugin_descriptor kSiftPluginDescriptor = {SIFT_PLUGIN_ABI_VERSION,           \
+                                                        NAME,                              \
+                                                        VERSION,                           \
+                                                        static_cast<int>(KIND),            \
+                                                        SIFT_PLUGIN_ABI_VERSION,           \
+                                                        SIFT_BUILD_TORCH_VERSION,          \
+                                                        SIFT_BUILD_CXX_ABI,                \
+                                                        &SiftPluginCreate,                 \
+                                                        &SiftPluginDestroy,                \
+                                                        SIFT_API_HASH};                    \
+  }                                                                                        \
+  extern "C" __attribute__((visibility("default"))) const sift_plugin_descriptor*          \
+  sift_plugin_entry(void) {                                                                \
+    return &kSiftPluginDescriptor;                                                         \
   }
 
 #endif  // SIFT_PLUGIN_H_

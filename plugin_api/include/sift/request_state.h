@@ -41,28 +41,28 @@ struct StageTiming {
 
 struct RequestStats {
   double queue_ms = 0, prefill_ms = 0, ttft_ms = 0, decode_ms = 0, e2e_ms = 0;
-  int64_t prompt_tokens = 0;     // tokens of the prompt as received
-  int64_t tokens_kept = 0;       // KV entries per layer per head after compression (mean)
-  int64_t kv_bytes_full = 0;     // what an uncompressed cache of the prompt would take
-  int64_t kv_bytes = 0;          // cache bytes after the last compressing stage
+  int64_t prompt_tokens = 0;  // tokens of the prompt as received
+  int64_t tokens_kept = 0;    // KV entries per layer per head after compression (mean)
+  int64_t kv_bytes_full = 0;  // what an uncompressed cache of the prompt would take
+  int64_t kv_bytes = 0;       // cache bytes after the last compressing stage
   std::vector<StageTiming> stages;
 };
 
 struct RequestState {
   // ---- input ----
-  std::string id;                  // client's request id
-  std::vector<TokenId> tokens;     // the prompt as the model will see it (a filter replaces it)
-  int64_t question_begin = 0;      // tokens[question_begin:] is the question (== size: none)
-  int64_t prompt_length = 0;       // the original prompt length (before any filter)
-  GenerationOptions generation;    // sampling, limits, stops
+  std::string id;                // client's request id
+  std::vector<TokenId> tokens;   // the prompt as the model will see it (a filter replaces it)
+  int64_t question_begin = 0;    // tokens[question_begin:] is the question (== size: none)
+  int64_t prompt_length = 0;     // the original prompt length (before any filter)
+  GenerationOptions generation;  // sampling, limits, stops
 
   // ---- prefill products ----
   std::unique_ptr<KvCache> cache;
-  int64_t next_position = 0;       // RoPE position of the next token to decode
-  at::Tensor last_logits;          // [vocab] fp32 after the last prompt token
+  int64_t next_position = 0;                      // RoPE position of the next token to decode
+  at::Tensor last_logits;                         // [vocab] fp32 after the last prompt token
   std::map<int64_t, AttentionStats> layer_stats;  // per layer, as the plan asked
-  at::Tensor hidden;               // [n, hidden] fp32 when a partial prefill stopped early
-  int64_t layer_cursor = 0;        // the first layer not yet applied to `hidden`
+  at::Tensor hidden;         // [n, hidden] fp32 when a partial prefill stopped early
+  int64_t layer_cursor = 0;  // the first layer not yet applied to `hidden`
 
   // ---- selection products ----
   std::map<int64_t, at::Tensor> kept_indices;  // per layer: [Hkv, m] indices kept (sorted)

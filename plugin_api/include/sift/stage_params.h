@@ -61,7 +61,8 @@ class StageParams {
   std::vector<int64_t> GetIntList(const std::string& key, const std::vector<int64_t>& fallback,
                                   int64_t min = INT64_MIN, int64_t max = INT64_MAX) const;
   // Required variants throw when absent.
-  int64_t RequireInt(const std::string& key, int64_t min = INT64_MIN, int64_t max = INT64_MAX) const;
+  int64_t RequireInt(const std::string& key, int64_t min = INT64_MIN,
+                     int64_t max = INT64_MAX) const;
 
   // True when `key`'s value came from a per-request override (origin "request").
   bool FromRequest(const std::string& key) const;

@@ -48,10 +48,10 @@ class Status {
 
 }  // namespace sift
 
-#define SIFT_RETURN_IF_ERROR(expr)      \
-  do {                                  \
-    ::sift::Status _st = (expr);        \
-    if (!_st.ok()) return _st;          \
+#define SIFT_RETURN_IF_ERROR(expr) \
+  do {                             \
+    ::sift::Status _st = (expr);   \
+    if (!_st.ok()) return _st;     \
   } while (0)
 
 #endif  // SIFT_STATUS_H_

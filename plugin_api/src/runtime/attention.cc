@@ -11,9 +11,9 @@
 #include <mutex>
 
 #include "cpu/flash_attention.h"
-#include "tensor_util.h"
 #include "sift/error.h"
 #include "sift/host.h"
+#include "tensor_util.h"
 
 namespace sift {
 namespace {
@@ -93,8 +93,8 @@ bool UseCpuKernel(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v,
   };
   return options.kernel != AttentionKernel::kTorch && q.is_cpu() && k.is_cpu() && v.is_cpu() &&
          supported(q) && supported(k) && k.scalar_type() == v.scalar_type() &&
-         cpu::FlashAttentionSupportsHeadDim(q.size(2)) && q.stride(2) == 1 &&
-         k.stride(2) == 1 && v.stride(2) == 1 && q.numel() > 0 && k.size(1) > 0;
+         cpu::FlashAttentionSupportsHeadDim(q.size(2)) && q.stride(2) == 1 && k.stride(2) == 1 &&
+         v.stride(2) == 1 && q.numel() > 0 && k.size(1) > 0;
 }
 
 at::Tensor CpuKernelAttention(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v,
@@ -210,14 +210,13 @@ void BlockedAttention(const at::Tensor& q_in, const at::Tensor& k_in, const at::
       const at::Tensor qv = qb.view({hkv, group, b, hd});
       const at::Tensor kv = kb.unsqueeze(1).expand({hkv, group, kend, hd});
       const at::Tensor vv = vb.unsqueeze(1).expand({hkv, group, kend, hd});
-      at::Tensor ob =
-          kfull < kend
-              ? at::scaled_dot_product_attention(
-                    qv, kv, vv,
-                    VisibleMask(q_pos.slice(0, i0, i1), k_pos, 0, kend, options, device)
-                        .unsqueeze(1),
-                    0.0, false, scale)
-              : at::scaled_dot_product_attention(qv, kv, vv, {}, 0.0, false, scale);
+      at::Tensor ob = kfull < kend
+                          ? at::scaled_dot_product_attention(
+                                qv, kv, vv,
+                                VisibleMask(q_pos.slice(0, i0, i1), k_pos, 0, kend, options, device)
+                                    .unsqueeze(1),
+                                0.0, false, scale)
+                          : at::scaled_dot_product_attention(qv, kv, vv, {}, 0.0, false, scale);
       out.slice(2, i0, i1).copy_(ob);
       continue;
     }
@@ -226,15 +225,15 @@ void BlockedAttention(const at::Tensor& q_in, const at::Tensor& k_in, const at::
     at::Tensor scores = raw.to(at::kFloat).view({hkv, group, b, kend});
     const bool has_last = i1 == nq;
     if (request.last_query_logit_sum && has_last) {
-      stats->last_query_logit_sum.slice(0, 0, kend).add_(
-          scores.select(2, b - 1).sum(at::IntArrayRef{0, 1}));
+      stats->last_query_logit_sum.slice(0, 0, kend)
+          .add_(scores.select(2, b - 1).sum(at::IntArrayRef{0, 1}));
     }
     scores.mul_(scale);
     if (kfull < kend) {
       at::Tensor visible =
           VisibleMask(q_pos.slice(0, i0, i1), k_pos, kfull, kend, options, device).unsqueeze(1);
-      scores.slice(3, kfull, kend).masked_fill_(visible.logical_not(),
-                                                -std::numeric_limits<float>::infinity());
+      scores.slice(3, kfull, kend)
+          .masked_fill_(visible.logical_not(), -std::numeric_limits<float>::infinity());
     }
     at::Tensor probs = scores.softmax(-1);  // fp32 [Hkv, group, b, kend]
 
@@ -286,8 +285,8 @@ at::Tensor Attention(const at::Tensor& q, const at::Tensor& k, const at::Tensor&
     at::Tensor out = CpuKernelAttention(q, k, v, q_pos, k_pos, options);
     // Statistics need normalised probabilities of a few rows: recomputed for those rows only.
     if (request.any()) {
-      BlockedAttention(q, k, v, q_pos, k_pos, options, request, stats,
-                       FirstStatsRow(request, nq), at::Tensor());
+      BlockedAttention(q, k, v, q_pos, k_pos, options, request, stats, FirstStatsRow(request, nq),
+                       at::Tensor());
     }
     return out;
   }
@@ -300,9 +299,9 @@ at::Tensor Attention(const at::Tensor& q, const at::Tensor& k, const at::Tensor&
     // runs (top-left causal alignment is right when queries and keys are the same positions).
     const at::Tensor ct = AsType(q, k.scalar_type());
     at::Tensor qh = ct.permute({1, 0, 2}).reshape({hkv, group, nq, hd});
-    at::Tensor o = at::scaled_dot_product_attention(
-        qh, k.unsqueeze(1).expand({hkv, group, nk, hd}), v.unsqueeze(1).expand({hkv, group, nk, hd}),
-        {}, 0.0, /*is_causal=*/true, Scale(options, hd));
+    at::Tensor o = at::scaled_dot_product_attention(qh, k.unsqueeze(1).expand({hkv, group, nk, hd}),
+                                                    v.unsqueeze(1).expand({hkv, group, nk, hd}), {},
+                                                    0.0, /*is_causal=*/true, Scale(options, hd));
     return o.reshape({hq, nq, hd}).permute({1, 0, 2}).to(q.scalar_type()).contiguous();
   }
 #endif
@@ -320,13 +319,13 @@ at::Tensor AttentionReference(const at::Tensor& q, const at::Tensor& k, const at
   CheckShapes(q, k, v, q_pos, k_pos);
   const int64_t hq = q.size(1), hd = q.size(2), hkv = k.size(0), group = hq / hkv;
   const double scale = Scale(options, hd);
-  at::Tensor qf = q.to(at::kFloat).permute({1, 0, 2});                          // [Hq, nq, hd]
-  at::Tensor kf = k.to(at::kFloat).repeat_interleave(group, 0);                  // [Hq, nk, hd]
+  at::Tensor qf = q.to(at::kFloat).permute({1, 0, 2});           // [Hq, nq, hd]
+  at::Tensor kf = k.to(at::kFloat).repeat_interleave(group, 0);  // [Hq, nk, hd]
   at::Tensor vf = v.to(at::kFloat).repeat_interleave(group, 0);
   const at::Tensor k_pos_d = k_pos.to(q.device(), at::kLong);
   at::Tensor kp = (k_pos_d.dim() == 1 ? k_pos_d.unsqueeze(0).expand({hkv, k.size(1)}) : k_pos_d)
                       .repeat_interleave(group, 0)
-                      .unsqueeze(1);                                             // [Hq, 1, nk]
+                      .unsqueeze(1);  // [Hq, 1, nk]
   at::Tensor qp = q_pos.to(q.device(), at::kLong).view({1, -1, 1});
   at::Tensor visible = kp <= qp;
   if (options.window > 0) {

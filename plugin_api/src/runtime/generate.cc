@@ -26,10 +26,14 @@ size_t HeldBackLength(const std::string& text, const std::vector<std::string>& s
 
 const char* FinishReasonName(FinishReason reason) {
   switch (reason) {
-    case FinishReason::kLength: return "length";
-    case FinishReason::kStop: return "stop";
-    case FinishReason::kCancelled: return "cancelled";
-    case FinishReason::kContextFull: return "context_full";
+    case FinishReason::kLength:
+      return "length";
+    case FinishReason::kStop:
+      return "stop";
+    case FinishReason::kCancelled:
+      return "cancelled";
+    case FinishReason::kContextFull:
+      return "context_full";
   }
   return "unknown";
 }
@@ -45,8 +49,8 @@ GenerationResult Generate(const Model& model, KvCache& cache, const at::Tensor& 
   GenerationResult result;
   Sampler sampler(options.sampling);
   StreamingDetokenizer detok(tok, /*skip_special=*/true);
-  std::string text;     // everything decoded so far
-  size_t emitted = 0;   // bytes of `text` already handed to the callback
+  std::string text;    // everything decoded so far
+  size_t emitted = 0;  // bytes of `text` already handed to the callback
   at::Tensor logits = first_logits;
   int64_t position = next_position;
   // Room for every token this call may append, so decode steps never reallocate the cache.
@@ -62,9 +66,8 @@ GenerationResult Generate(const Model& model, KvCache& cache, const at::Tensor& 
 
   while (static_cast<int64_t>(result.tokens.size()) < options.max_tokens) {
     const TokenId token = sampler.Sample(logits);
-    const bool is_stop_token =
-        std::find(options.stop_tokens.begin(), options.stop_tokens.end(), token) !=
-        options.stop_tokens.end();
+    const bool is_stop_token = std::find(options.stop_tokens.begin(), options.stop_tokens.end(),
+                                         token) != options.stop_tokens.end();
     if (is_stop_token || (!options.ignore_eog && tok.IsEog(token))) {
       result.finish = FinishReason::kStop;
       break;

@@ -57,7 +57,7 @@ void KvCache::Append(int64_t layer, const at::Tensor& k, const at::Tensor& v,
   // Host to host: the same n positions for every head.
   const at::Tensor pos = HostLong(positions);
   const int64_t* src = pos.data_ptr<int64_t>();  // host: positions
-  int64_t* dst = l.pos.data_ptr<int64_t>();       // host: positions
+  int64_t* dst = l.pos.data_ptr<int64_t>();      // host: positions
   for (int64_t h = 0; h < shape_.num_kv_heads; ++h) {
     std::copy(src, src + n, dst + h * l.capacity() + l.size);
   }
@@ -89,9 +89,8 @@ void KvCache::Select(int64_t layer, const at::Tensor& indices) {
   Layer& l = layers_.at(layer);
   at::Tensor idx = HostLong(indices);
   if (idx.dim() == 1) idx = idx.unsqueeze(0).expand({shape_.num_kv_heads, idx.size(0)});
-  SIFT_CHECK(idx.dim() == 2 && idx.size(0) == shape_.num_kv_heads,
-             "KvCache::Select: layer ", layer, ": indices must be [m] or [", shape_.num_kv_heads,
-             ", m], got ", indices.sizes());
+  SIFT_CHECK(idx.dim() == 2 && idx.size(0) == shape_.num_kv_heads, "KvCache::Select: layer ", layer,
+             ": indices must be [m] or [", shape_.num_kv_heads, ", m], got ", indices.sizes());
   const int64_t m = idx.size(1);
   if (idx.numel() > 0) {
     const at::Tensor flat = idx.contiguous();
@@ -107,10 +106,10 @@ void KvCache::Select(int64_t layer, const at::Tensor& indices) {
   at::Tensor v = at::empty({shape_.num_kv_heads, capacity, shape_.head_dim}, opts);
   at::Tensor pos = at::empty({shape_.num_kv_heads, capacity}, at::kLong);  // host: positions
   if (m > 0) {
-    const at::Tensor didx = indices.device() == shape_.device
-                                ? indices.to(at::kLong)
-                                : idx.to(shape_.device);
-    at::Tensor dev_idx = didx.dim() == 1 ? didx.unsqueeze(0).expand({shape_.num_kv_heads, m}) : didx;
+    const at::Tensor didx =
+        indices.device() == shape_.device ? indices.to(at::kLong) : idx.to(shape_.device);
+    at::Tensor dev_idx =
+        didx.dim() == 1 ? didx.unsqueeze(0).expand({shape_.num_kv_heads, m}) : didx;
     at::Tensor kidx = dev_idx.unsqueeze(-1).expand({shape_.num_kv_heads, m, shape_.head_dim});
     at::Tensor k_live = k.narrow(1, 0, m), v_live = v.narrow(1, 0, m), p_live = pos.narrow(1, 0, m);
     at::gather_out(k_live, Keys(layer), 1, kidx);
@@ -127,8 +126,8 @@ void KvCache::Set(int64_t layer, const at::Tensor& k, const at::Tensor& v,
                   const at::Tensor& positions) {
   Layer& l = layers_.at(layer);
   SIFT_CHECK(k.dim() == 3 && k.size(0) == shape_.num_kv_heads && k.size(2) == shape_.head_dim &&
-                 v.sizes() == k.sizes() && positions.dim() == 2 &&
-                 positions.size(0) == k.size(0) && positions.size(1) == k.size(1),
+                 v.sizes() == k.sizes() && positions.dim() == 2 && positions.size(0) == k.size(0) &&
+                 positions.size(1) == k.size(1),
              "KvCache::Set: layer ", layer, ": bad shapes k ", k.sizes(), " v ", v.sizes(),
              " positions ", positions.sizes());
   const int64_t n = k.size(1);

@@ -2,30 +2,31 @@
 
 #include <ATen/Parallel.h>
 
+#include <unistd.h>
 #include <cmath>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <thread>
-#include <unistd.h>
 
 #include "cpu/elementwise.h"
-#include "tensor_util.h"
 #include "sift/error.h"
 #include "sift/host.h"
+#include "tensor_util.h"
 
 namespace sift {
 namespace {
 
 bool EndsWith(const std::string& s, const std::string& suffix) {
-  return s.size() >= suffix.size() && s.compare(s.size() - suffix.size(), suffix.size(), suffix) == 0;
+  return s.size() >= suffix.size() &&
+         s.compare(s.size() - suffix.size(), suffix.size(), suffix) == 0;
 }
 
 // inv_freq[i] = 1 / theta^(2i/hd), with Llama 3 / linear scaling applied as HF does.
 at::Tensor RopeInverseFrequencies(const ModelConfig& c) {
   const int64_t half = c.head_dim / 2;
   at::Tensor inv = at::empty({half}, at::kFloat);  // host: RoPE angles are host math
-  float* p = inv.data_ptr<float>();                 // host: just created on the CPU
+  float* p = inv.data_ptr<float>();                // host: just created on the CPU
   const RopeScaling& s = c.rope_scaling;
   for (int64_t i = 0; i < half; ++i) {
     double f = 1.0 / std::pow(c.rope_theta, static_cast<double>(2 * i) / c.head_dim);
@@ -92,10 +93,14 @@ at::ScalarType ParseDtype(const std::string& name) {
 
 const char* DtypeName(at::ScalarType dtype) {
   switch (dtype) {
-    case at::kBFloat16: return "bf16";
-    case at::kFloat: return "fp32";
-    case at::kHalf: return "fp16";
-    default: return "other";
+    case at::kBFloat16:
+      return "bf16";
+    case at::kFloat:
+      return "fp32";
+    case at::kHalf:
+      return "fp16";
+    default:
+      return "other";
   }
 }
 
@@ -240,9 +245,11 @@ RopeTables Model::Rope(const at::Tensor& positions) const {
 at::Tensor Model::ApplyRope(const at::Tensor& x, const RopeTables& rope) const {
   if (UseCpuKernels(x) && x.dim() == 3) {
     at::Tensor out = x.clone();
-    cpu::RopeInPlace(out.data_ptr<float>(), out.size(0), out.size(1) * out.size(2),  // host: CPU kernel
-                     out.size(1), out.size(2), rope.cos.data_ptr<float>(),            // host: CPU kernel
-                     rope.sin.data_ptr<float>());                                     // host: CPU kernel
+    float* data = out.data_ptr<float>();                  // host: CPU kernel
+    const float* cos_table = rope.cos.data_ptr<float>();  // host: CPU kernel
+    const float* sin_table = rope.sin.data_ptr<float>();  // host: CPU kernel
+    cpu::RopeInPlace(data, out.size(0), out.size(1) * out.size(2), out.size(1), out.size(2),
+                     cos_table, sin_table);
     return out;
   }
   const int64_t half = config().head_dim / 2;
@@ -270,7 +277,9 @@ at::Tensor Model::Ffn(int64_t layer, const at::Tensor& h) const {
   at::Tensor act;
   if (UseCpuKernels(gate_up)) {
     act = at::empty({gate_up.size(0), ff}, gate_up.options());
-    cpu::SiluMul(gate_up.data_ptr<float>(), gate_up.size(0), ff, act.data_ptr<float>());  // host: CPU kernel
+    const float* in = gate_up.data_ptr<float>();  // host: CPU kernel
+    float* result = act.data_ptr<float>();        // host: CPU kernel
+    cpu::SiluMul(in, gate_up.size(0), ff, result);
   } else {
     act = at::silu(gate_up.narrow(1, 0, ff)).mul_(gate_up.narrow(1, ff, ff));
   }
@@ -317,13 +326,15 @@ at::Tensor Model::Layer(int64_t layer, const at::Tensor& x, const at::Tensor& po
                           b_qkv_.at(layer), ql ? &ql->qkv : nullptr);
   qkv = Contiguous(AsType(qkv, at::kFloat));
   if (UseCpuKernels(qkv)) {
-    cpu::RopeInPlace(qkv.data_ptr<float>(), n, qkv.size(1), c.num_heads + c.num_kv_heads, hd,  // host: CPU kernel
-                     rope.cos.data_ptr<float>(), rope.sin.data_ptr<float>());  // host: CPU kernel
+    float* data = qkv.data_ptr<float>();                  // host: CPU kernel
+    const float* cos_table = rope.cos.data_ptr<float>();  // host: CPU kernel
+    const float* sin_table = rope.sin.data_ptr<float>();  // host: CPU kernel
+    cpu::RopeInPlace(data, n, qkv.size(1), c.num_heads + c.num_kv_heads, hd, cos_table, sin_table);
   } else {
     qkv.narrow(1, 0, nq + nkv)
-        .copy_(ApplyRope(qkv.narrow(1, 0, nq + nkv).view({n, c.num_heads + c.num_kv_heads, hd}),
-                         rope)
-                   .view({n, nq + nkv}));
+        .copy_(
+            ApplyRope(qkv.narrow(1, 0, nq + nkv).view({n, c.num_heads + c.num_kv_heads, hd}), rope)
+                .view({n, nq + nkv}));
   }
   const at::Tensor q = qkv.narrow(1, 0, nq).view({n, c.num_heads, hd});
   const at::Tensor k = qkv.narrow(1, nq, nkv).view({n, c.num_kv_heads, hd});
@@ -368,7 +379,8 @@ at::Tensor Model::Forward(const std::vector<TokenId>& ids, int64_t start_positio
   const int64_t n = static_cast<int64_t>(ids.size());
   const int64_t chunk = options.chunk_size > 0 ? options.chunk_size : n;
   for (int64_t l = 0; l < config().num_layers; ++l) cache.Reserve(l, n);
-  at::Tensor all_ids = at::tensor(std::vector<int64_t>(ids.begin(), ids.end()), at::kLong);  // host: token ids
+  at::Tensor all_ids =
+      at::tensor(std::vector<int64_t>(ids.begin(), ids.end()), at::kLong);  // host: token ids
   at::Tensor last;
   for (int64_t c0 = 0; c0 < n; c0 += chunk) {
     const int64_t c1 = std::min(n, c0 + chunk);

@@ -23,8 +23,8 @@ struct ThreadCounts {
 thread_local ThreadCounts tls;
 
 std::mutex g_mu;
-int g_live = 0;                       // guarded by g_mu
-at::CallbackHandle g_handle = 0;      // guarded by g_mu
+int g_live = 0;                   // guarded by g_mu
+at::CallbackHandle g_handle = 0;  // guarded by g_mu
 
 std::unique_ptr<at::ObserverContext> OnStart(const at::RecordFunction& fn) {
   if (!tls.active) return nullptr;

@@ -18,7 +18,8 @@ bool RunFlashAttention(const FlashAttentionArgs& args);
 
 namespace {
 bool CpuHasAvx512Bf16() {
-  static const bool has = DetectedCpuIsa() == CpuIsa::kAvx512 && __builtin_cpu_supports("avx512bf16");
+  static const bool has =
+      DetectedCpuIsa() == CpuIsa::kAvx512 && __builtin_cpu_supports("avx512bf16");
   return has;
 }
 }  // namespace
@@ -39,15 +40,19 @@ void FlashAttention(const FlashAttentionArgs& args, CpuIsa isa, bool bf16_dot_pr
                ? avx512bf16::RunFlashAttention(args)
                : avx512::RunFlashAttention(args);
       break;
-    case CpuIsa::kAvx2: ok = avx2::RunFlashAttention(args); break;
-    case CpuIsa::kScalar: ok = scalar::RunFlashAttention(args); break;
+    case CpuIsa::kAvx2:
+      ok = avx2::RunFlashAttention(args);
+      break;
+    case CpuIsa::kScalar:
+      ok = scalar::RunFlashAttention(args);
+      break;
   }
   SIFT_CHECK(ok, "Attention: a query sees no key (check the positions and the Λ mask)");
 }
 
 const char* FlashAttentionIsa() {
   return DefaultCpuIsa() == CpuIsa::kAvx512 && CpuHasAvx512Bf16() ? "avx512bf16"
-                                                                   : CpuIsaName(DefaultCpuIsa());
+                                                                  : CpuIsaName(DefaultCpuIsa());
 }
 
 }  // namespace sift::cpu

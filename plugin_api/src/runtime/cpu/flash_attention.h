@@ -35,11 +35,11 @@ struct FlashAttentionArgs {
   const int64_t* q_pos = nullptr;  // [nq]
   const int64_t* k_pos = nullptr;  // [hkv, nk] with k_pos_stride_head, or [nk] with stride 0
   int64_t k_pos_stride_head = 0;
-  void* out = nullptr;             // same dtype as q
+  void* out = nullptr;  // same dtype as q
   int64_t out_stride_row = 0, out_stride_head = 0;
   int64_t nq = 0, nk = 0, hq = 0, hkv = 0, hd = 0;
   float scale = 1.0f;
-  int64_t sink = 0, window = 0;    // Λ mask; window 0 = off
+  int64_t sink = 0, window = 0;  // Λ mask; window 0 = off
 };
 
 // Head dims the kernel handles (others use the LibTorch path).
