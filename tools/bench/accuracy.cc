@@ -42,11 +42,11 @@ int RunAccuracy(int argc, char** argv) {
   const Args args(std::move(vm));
   const Common common = ReadCommon(args, false);
   const std::vector<std::string> tasks =
-      SplitList(args.Get("tasks", common.quick ? "passkey" : "passkey,needle,niah_single_1"));
+      cli::SplitList(args.Get("tasks", common.quick ? "passkey" : "passkey,needle,niah_single_1"));
   const std::vector<int64_t> lengths =
-      ParseIntList(args.Get("lengths", common.quick ? "512" : "1024,2048,4096"), "--lengths");
+      cli::IntList(args.Get("lengths", common.quick ? "512" : "1024,2048,4096"), "--lengths");
   const std::vector<int64_t> depths =
-      ParseIntList(args.Get("depths", common.quick ? "25,50,75" : ""), "--depths");
+      cli::IntList(args.Get("depths", common.quick ? "25,50,75" : ""), "--depths");
   const int64_t samples = args.Int("samples", common.quick ? 1 : 5);
   // Sample indices first..first+samples-1: extends an earlier run with new prompts (a sample
   // depends only on the options and its index, so index 0 is always the same prompt).

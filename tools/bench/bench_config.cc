@@ -1,5 +1,7 @@
 #include "bench_config.h"
 
+#include "tools/common/command_line.h"
+
 #include <set>
 
 #include "sift/error.h"
@@ -28,40 +30,10 @@ BenchConfig ParseConfig(const std::string& text) {
   return c;
 }
 
-std::vector<std::string> SplitList(const std::string& text) {
-  std::vector<std::string> out;
-  size_t from = 0;
-  while (from <= text.size()) {
-    const size_t comma = text.find(',', from);
-    const std::string item =
-        text.substr(from, comma == std::string::npos ? std::string::npos : comma - from);
-    if (!item.empty()) out.push_back(item);
-    if (comma == std::string::npos) break;
-    from = comma + 1;
-  }
-  return out;
-}
-
-std::vector<int64_t> ParseIntList(const std::string& text, const std::string& what) {
-  std::vector<int64_t> out;
-  for (const std::string& item : SplitList(text)) {
-    size_t used = 0;
-    int64_t v = 0;
-    try {
-      v = std::stoll(item, &used);
-    } catch (const std::exception&) {
-      used = 0;
-    }
-    if (used != item.size()) throw Error(what + ": '" + item + "' is not an integer");
-    out.push_back(v);
-  }
-  return out;
-}
-
 std::vector<BenchConfig> ParseConfigs(const std::vector<std::string>& configs,
                                       const std::string& pipelines) {
   std::vector<BenchConfig> out;
-  for (const std::string& p : SplitList(pipelines)) out.push_back(ParseConfig(p));
+  for (const std::string& p : cli::SplitList(pipelines)) out.push_back(ParseConfig(p));
   for (const std::string& c : configs) out.push_back(ParseConfig(c));
   if (out.empty()) throw Error("no configs: give --pipelines and/or --config");
   std::set<std::string> labels;

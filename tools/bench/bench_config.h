@@ -25,9 +25,7 @@ BenchConfig ParseConfig(const std::string& text);
 // duplicate labels or when there is none.
 std::vector<BenchConfig> ParseConfigs(const std::vector<std::string>& configs,
                                       const std::string& pipelines);
-// Comma-separated lists.
-std::vector<std::string> SplitList(const std::string& text);
-std::vector<int64_t> ParseIntList(const std::string& text, const std::string& what);
+// Comma-separated option lists: sift::cli::SplitList / IntList (tools/common/command_line.h).
 
 }  // namespace sift::bench
 

@@ -26,7 +26,7 @@ std::vector<std::string> Args::All(const std::string& name) const {
 
 int64_t Args::Int(const std::string& name, int64_t fallback) const {
   if (!Has(name)) return fallback;
-  const auto v = ParseIntList(Get(name), "--" + name);
+  const auto v = cli::IntList(Get(name), "--" + name);
   if (v.size() != 1) throw Error("--" + name + " needs one integer");
   return v[0];
 }

@@ -40,7 +40,7 @@ int RunSpeed(int argc, char** argv) {
   const Args args(std::move(vm));
   const Common common = ReadCommon(args, true);
   const std::vector<int64_t> lengths =
-      ParseIntList(args.Get("lengths", common.quick ? "512" : "1024,2048,4096,8192"), "--lengths");
+      cli::IntList(args.Get("lengths", common.quick ? "512" : "1024,2048,4096,8192"), "--lengths");
   const int64_t repeats = args.Int("repeats", common.quick ? 1 : 3);
   const int64_t max_tokens = args.Int("max-tokens", common.quick ? 8 : 32);
   if (max_tokens < 2 || max_tokens > 64) throw Error("--max-tokens must be in [2, 64]");
