@@ -243,7 +243,7 @@ Sample MakeSample(const TaskOptions& options, const Tokenizer& tokenizer, int64_
 
   switch (spec.kind) {
     case Kind::kPasskey: {
-      const auto hay = LoadHaystack(dir, tokenizer, false);
+      const auto hay = LoadHaystack(dir, tokenizer, false, budget);
       std::string id;
       for (int i = 0; i < 3; ++i) id += kKeyWords[rng.Below(kKeyWords.size())] + "-";
       id += std::to_string(rng.Range(10, 99));
@@ -265,7 +265,7 @@ Sample MakeSample(const TaskOptions& options, const Tokenizer& tokenizer, int64_
       break;
     }
     case Kind::kNeedle: {
-      const auto hay = LoadHaystack(dir, tokenizer, false);
+      const auto hay = LoadHaystack(dir, tokenizer, false, budget);
       sample.answers = {"sandwich", "dolores park"};
       // One fixed needle: sample 0 is the classic NIAH prompt (the haystack from its start);
       // further samples at the same depth take the haystack from another point of the corpus,
@@ -369,7 +369,7 @@ Sample MakeSample(const TaskOptions& options, const Tokenizer& tokenizer, int64_
           return b;
         };
       } else {
-        const auto hay = LoadHaystack(dir, tokenizer, ns.hay == HayKind::kNoise);
+        const auto hay = LoadHaystack(dir, tokenizer, ns.hay == HayKind::kNoise, budget);
         build = [=](int64_t n) {
           const std::string text = hay->Prefix(n);
           std::vector<std::pair<size_t, std::string>> pieces;
@@ -423,7 +423,7 @@ Sample MakeSample(const TaskOptions& options, const Tokenizer& tokenizer, int64_
       break;
     }
     case Kind::kCwe: {
-      const auto hay = LoadHaystack(dir, tokenizer, false);
+      const auto hay = LoadHaystack(dir, tokenizer, false, budget);
       std::vector<std::string> pool = hay->words;
       if (pool.size() < 2000) {  // no essays: synthetic pronounceable words
         const std::string cons = "bcdfghklmnprstvz", vow = "aeiou";
