@@ -85,6 +85,7 @@ std::shared_ptr<const Model> LoadDaemonModel(const DaemonOptions& o) {
   mo.weights = ParseWeightFormat(o.weights);
   mo.device = ParseDevice(o.device);
   mo.threads = o.threads;
+  mo.context_length = o.n_ctx;  // 0 = the model's; past it RoPE extrapolates (a warning says so)
   ConfigureThreads(o.threads);
   const auto start = std::chrono::steady_clock::now();
   auto model = Model::Load(o.model, mo);

@@ -47,7 +47,8 @@ po::options_description ModelOptions(DaemonOptions* o) {
       "threads", po::value(&o->threads)->default_value(o->threads),
       "LibTorch intra-op threads (0 = all cores)")(
       "n-ctx", po::value(&o->n_ctx)->default_value(o->n_ctx),
-      "context limit in tokens (0 = the model's); longer prompts are refused")(
+      "context limit in tokens (0 = the model's); longer prompts are refused. Past the model's "
+      "trained context RoPE extrapolates: for speed measurements, not answers")(
       "question-tokens", po::value(&o->question_tokens)->default_value(o->question_tokens),
       "question span of a raw prompt: its last N tokens");
   return model;

@@ -110,6 +110,17 @@ TEST_F(TasksTest, NeedleSamplesAtOneDepthDiffer) {
   CheckFits(b, kStreamSlack);
 }
 
+TEST_F(TasksTest, LongPromptsGetTheirLength) {
+  // The corpus prefix grows with the prompt: a 32K needle prompt has ~32K tokens (it had 21K when
+  // the prefix was fixed), while an 8K prompt keeps exactly the prefix it always had.
+  if (DefaultHaystackDir().empty()) GTEST_SKIP() << "no essays beside the checkout";
+  const Sample s = Make("needle", 32768, 50, 0);
+  EXPECT_GE(s.prompt_tokens, 32768 * 9 / 10);
+  CheckFits(s, kStreamSlack);
+  EXPECT_EQ(LoadHaystack(DefaultHaystackDir(), *tokenizer_, false, 8192).get(),
+            LoadHaystack(DefaultHaystackDir(), *tokenizer_, false).get());
+}
+
 TEST_F(TasksTest, NeedlesSitAtTheRequestedDepth) {
   for (const char* task : {"passkey", "needle", "niah_single_2"}) {
     for (int depth : {0, 25, 50, 75, 100}) {

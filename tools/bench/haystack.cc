@@ -8,12 +8,21 @@
 #include <mutex>
 #include <set>
 #include <sstream>
+#include <tuple>
 
 namespace sift::bench {
 namespace {
 
-// Enough text for the model's 8K context several times over (~4 characters per token).
+// The corpus prefix kept for prompts of up to ~20K tokens (the essays take about 7.5 characters
+// per SmolLM2 token); longer prompts double it as often as needed (kCharsPerToken each).
 constexpr size_t kMaxChars = 160000;
+constexpr size_t kCharsPerToken = 8;
+
+size_t CharCap(int64_t min_tokens) {
+  size_t cap = kMaxChars;
+  while (cap < static_cast<size_t>(std::max<int64_t>(min_tokens, 0)) * kCharsPerToken) cap *= 2;
+  return cap;
+}
 
 std::string Collapse(const std::string& in) {
   std::string out;
@@ -31,7 +40,7 @@ std::string Collapse(const std::string& in) {
   return out;
 }
 
-std::string ReadEssays(const std::string& dir) {
+std::string ReadEssays(const std::string& dir, size_t max_chars) {
   std::error_code ec;
   if (dir.empty() || !std::filesystem::is_directory(dir, ec)) return "";
   std::vector<std::string> files;
@@ -48,7 +57,7 @@ std::string ReadEssays(const std::string& dir) {
     if (text.empty()) continue;
     if (!all.empty()) all.push_back(' ');
     all += text;
-    if (all.size() >= kMaxChars) break;
+    if (all.size() >= max_chars) break;
   }
   return all;
 }
@@ -90,30 +99,33 @@ std::string Haystack::Window(int64_t start, int64_t n) const {
 }
 
 std::shared_ptr<const Haystack> LoadHaystack(const std::string& dir, const Tokenizer& tokenizer,
-                                             bool noise_only) {
+                                             bool noise_only, int64_t min_tokens) {
   static std::mutex mu;
-  static std::map<std::pair<std::string, const Tokenizer*>, std::shared_ptr<const Haystack>> cache;
+  static std::map<std::tuple<std::string, const Tokenizer*, size_t>,
+                  std::shared_ptr<const Haystack>>
+      cache;
   const std::string key = noise_only ? std::string("\x01noise") : dir;
+  const size_t max_chars = CharCap(min_tokens);
   std::lock_guard<std::mutex> lock(mu);
-  auto it = cache.find({key, &tokenizer});
+  auto it = cache.find({key, &tokenizer, max_chars});
   if (it != cache.end()) return it->second;
   auto h = std::make_shared<Haystack>();
   h->tokenizer = &tokenizer;
-  if (!noise_only) h->text = ReadEssays(dir);
+  if (!noise_only) h->text = ReadEssays(dir, max_chars);
   h->essays = !h->text.empty();
   if (!h->essays) {
-    while (h->text.size() < kMaxChars / 2) {
+    while (h->text.size() < max_chars / 2) {
       if (!h->text.empty()) h->text.push_back(' ');
       h->text += kNoiseBlock;
     }
   }
-  if (h->text.size() > kMaxChars) {
-    const size_t cut = h->text.rfind(' ', kMaxChars);
-    h->text.resize(cut == std::string::npos ? kMaxChars : cut);
+  if (h->text.size() > max_chars) {
+    const size_t cut = h->text.rfind(' ', max_chars);
+    h->text.resize(cut == std::string::npos ? max_chars : cut);
   }
   h->tokens = tokenizer.Encode(h->text, /*parse_special=*/false);
   h->words = DistinctWords(h->text);
-  cache[{key, &tokenizer}] = h;
+  cache[{key, &tokenizer, max_chars}] = h;
   return h;
 }
 

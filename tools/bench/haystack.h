@@ -35,9 +35,12 @@ struct Haystack {
   std::string Window(int64_t start, int64_t n) const;
 };
 
-// `noise_only` forces the noise haystack (RULER tasks whose haystack is "noise").
+// `noise_only` forces the noise haystack (RULER tasks whose haystack is "noise"). The text is a
+// bounded prefix of the corpus, long enough for prompts of `min_tokens` (up to ~20K tokens the
+// same prefix whatever min_tokens is, so shorter tasks keep their prompts); a corpus shorter than
+// that gives what it has.
 std::shared_ptr<const Haystack> LoadHaystack(const std::string& dir, const Tokenizer& tokenizer,
-                                             bool noise_only);
+                                             bool noise_only, int64_t min_tokens = 0);
 
 // Deterministic random stream (same numbers on every platform).
 class Rng {

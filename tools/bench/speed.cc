@@ -150,6 +150,13 @@ int RunSpeed(int argc, char** argv) {
   for (int64_t length : lengths) {
     prompts.push_back(MakeSample(
         TaskOptions{"needle", length, 50, common.seed, common.haystack_dir, 0}, *tokenizer, 0));
+    if (prompts.back().prompt_tokens < length * 9 / 10) {
+      std::fprintf(stderr,
+                   "sift-bench speed: warning: the prompt for length %lld has only %lld tokens "
+                   "(the haystack is too short; --haystack DIR with more text)\n",
+                   static_cast<long long>(length),
+                   static_cast<long long>(prompts.back().prompt_tokens));
+    }
   }
   RunOptions ro;
   ro.max_tokens = max_tokens;

@@ -189,7 +189,7 @@ struct TaskInput {
 };
 
 Builder PasskeyBuilder(const TaskInput& in, Rng& rng, Sample* sample) {
-  const auto hay = LoadHaystack(in.options.haystack_dir, in.tokenizer, false);
+  const auto hay = LoadHaystack(in.options.haystack_dir, in.tokenizer, false, in.options.length);
   std::string id;
   for (int i = 0; i < 3; ++i) id += kKeyWords[rng.Below(kKeyWords.size())] + "-";
   id += std::to_string(rng.Range(10, 99));
@@ -212,7 +212,7 @@ Builder PasskeyBuilder(const TaskInput& in, Rng& rng, Sample* sample) {
 }
 
 Builder NeedleBuilder(const TaskInput& in, Rng& rng, Sample* sample) {
-  const auto hay = LoadHaystack(in.options.haystack_dir, in.tokenizer, false);
+  const auto hay = LoadHaystack(in.options.haystack_dir, in.tokenizer, false, in.options.length);
   sample->answers = {"sandwich", "dolores park"};
   // One fixed needle: sample 0 is the classic NIAH prompt (the haystack from its start);
   // further samples at the same depth take the haystack from another point of the corpus,
@@ -333,8 +333,8 @@ Builder NiahNeedlesBuilder(const TaskInput& in, const NiahDraw& d, Rng& rng) {
 
 // The other NIAH tasks: the needles inserted into essay or noise text at their depths.
 Builder NiahTextBuilder(const TaskInput& in, const NiahDraw& d) {
-  const auto hay =
-      LoadHaystack(in.options.haystack_dir, in.tokenizer, in.spec.niah.hay == HayKind::kNoise);
+  const auto hay = LoadHaystack(in.options.haystack_dir, in.tokenizer,
+                                in.spec.niah.hay == HayKind::kNoise, in.options.length);
   auto build = [hay, d](int64_t n) {
     const std::string text = hay->Prefix(n);
     std::vector<std::pair<size_t, std::string>> pieces;
@@ -416,7 +416,7 @@ std::vector<std::string> CommonWordPool(const Haystack& hay) {
 
 // Common words extraction: 10 words repeated more often than the rest of a numbered list.
 Builder CweBuilder(const TaskInput& in, Rng& rng, Sample* sample) {
-  const auto hay = LoadHaystack(in.options.haystack_dir, in.tokenizer, false);
+  const auto hay = LoadHaystack(in.options.haystack_dir, in.tokenizer, false, in.options.length);
   std::vector<std::string> pool = CommonWordPool(*hay);
   rng.Shuffle(pool);
   const int freq_cw = in.options.length >= 4096 ? 30 : 6;

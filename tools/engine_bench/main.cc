@@ -68,6 +68,7 @@ struct Settings {
   std::string weights = "native";
   std::string device = "cpu";
   int threads = 0;
+  int64_t n_ctx = 0;  // 0 = the model's context; larger runs past it (speed only)
   bool machine = true;
 };
 
@@ -165,6 +166,7 @@ json BenchConfig(const Settings& s, const std::string& dtype_name) {
   mo.dtype = sift::ParseDtype(dtype_name);
   mo.device = at::Device(s.device);
   mo.threads = s.threads;
+  mo.context_length = s.n_ctx;
   mo.cpu_kernels = s.kernels != "torch";
   mo.weights = sift::ParseWeightFormat(s.weights);
   const auto t_load = Clock::now();
@@ -258,6 +260,9 @@ int main(int argc, char** argv) {
       "weights", po::value(&s.weights)->default_value("native"),
       "native: decode reads the GGUF blocks; dense: the dequantised copy")(
       "threads", po::value(&s.threads)->default_value(0), "intra-op threads (0 = all cores)")(
+      "n-ctx", po::value(&s.n_ctx)->default_value(0),
+      "context limit (0 = the model's); past the trained context RoPE extrapolates, so the "
+      "timings are meaningful and the outputs are not (as llama-bench's pp32768 on an 8K model)")(
       "no-machine", "skip measuring the machine's matrix rates")("json", po::value(&s.json_path),
                                                                  "write the results as JSON here")(
       "out", po::value(&s.md_path), "write the Markdown report here");
@@ -281,6 +286,7 @@ int main(int argc, char** argv) {
         {"device", s.device},
         {"torch", TORCH_VERSION},
         {"threads", at::get_num_threads()},
+        {"n_ctx", s.n_ctx},
         {"cpu_kernel_isa", sift::AttentionCpuKernelIsa()},
         {"cpu",
          {{"model", cpu.model}, {"flags", cpu.flags}, {"hardware_threads", cpu.hardware_threads}}}};

@@ -56,6 +56,10 @@ struct ModelOptions {
   // CPU only: run the layer's elementwise steps and attention with sift's CPU kernels (true) or
   // with LibTorch operators only (false: the reference, and the operator sequence a GPU runs).
   bool cpu_kernels = true;
+  // Context limit in tokens; 0 = the model's trained context. A larger value lets prompts and
+  // generation run past the trained context (RoPE extrapolates: speed is meaningful, quality is
+  // not), as llama.cpp does when n_ctx exceeds it; config().context_length reports the value used.
+  int64_t context_length = 0;
 };
 
 // RoPE angles of a set of positions, computed once and shared by every layer of a forward.

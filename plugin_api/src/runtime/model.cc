@@ -4,6 +4,7 @@
 
 #include <unistd.h>
 #include <cmath>
+#include <cstdio>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
@@ -139,6 +140,19 @@ std::shared_ptr<const Model> Model::Load(const std::string& path, const ModelOpt
   load.dtype = options.dtype;
   load.device = options.device;
   model->weights_ = LoadWeights(path, load);
+  SIFT_CHECK(options.context_length >= 0, "context_length must be >= 0, got ",
+             options.context_length);
+  if (options.context_length > 0) {
+    ModelConfig& config = model->weights_.config;
+    if (options.context_length > config.context_length) {
+      std::fprintf(stderr,
+                   "[sift] context %lld is past the model's trained context %lld: RoPE "
+                   "extrapolates (speed is meaningful, answers are not)\n",
+                   static_cast<long long>(options.context_length),
+                   static_cast<long long>(config.context_length));
+    }
+    config.context_length = options.context_length;
+  }
   // GGUF metadata or tokenizer.json; null for a Hugging Face directory without one.
   model->tokenizer_ = Tokenizer::ForModel(path);
   if (EndsWith(path, ".gguf") && options.weights == WeightFormat::kNative &&
