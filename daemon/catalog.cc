@@ -209,8 +209,23 @@ class CatalogImpl : public Catalog {
   }
 
   bool ScanPlugins(std::vector<std::string>& summary) {
-    bool changed = false;
     const std::vector<std::string> files = ListFiles(options_.plugins_dir, ".so");
+    bool changed = ForgetRemoved(files, summary);
+    // 1. Stage a private copy of every new or changed file.
+    const std::vector<StagedFile> staged = StageChanged(files, summary, &changed);
+    // 2. Pre-flight them out of process (plugin_preflight.h): a file that crashes, aborts or
+    // hangs while loading is refused without ever being mapped into this process.
+    std::vector<std::string> paths;
+    for (const StagedFile& copy : staged) paths.push_back(copy.staged);
+    const std::vector<PreflightResult> verdicts = RunPreflight(paths, options_.preflight);
+    // 3. Load the files that passed.
+    for (size_t i = 0; i < staged.size(); ++i) LoadPassed(staged[i], verdicts[i], summary);
+    return changed;
+  }
+
+  // Drops the entries of plugin files that are gone; true if there were any.
+  bool ForgetRemoved(const std::vector<std::string>& files, std::vector<std::string>& summary) {
+    bool changed = false;
     for (auto it = plugins_.begin(); it != plugins_.end();) {
       if (std::find(files.begin(), files.end(), it->first) == files.end()) {
         Log("info", {{"event", "plugin_removed"}, {"file", it->first}}, summary,
@@ -221,7 +236,13 @@ class CatalogImpl : public Catalog {
         ++it;
       }
     }
-    // 1. Stage a private copy of every new or changed file.
+    return changed;
+  }
+
+  // Private copies of the new or changed files (by size, mtime, then content hash); a file
+  // loaded kMaxGenerationsPerFile times already is refused here.
+  std::vector<StagedFile> StageChanged(const std::vector<std::string>& files,
+                                       std::vector<std::string>& summary, bool* changed) {
     std::vector<StagedFile> staged;
     for (const std::string& file : files) {
       PluginEntry& entry = plugins_[file];
@@ -237,7 +258,7 @@ class CatalogImpl : public Catalog {
       }
       entry.stamp = stamp;
       entry.hash = copy.hash;
-      changed = true;
+      *changed = true;
       if (entry.generations >= kMaxGenerationsPerFile) {
         loader_.Discard(copy);
         entry.error = file + ": not loaded: " + std::to_string(kMaxGenerationsPerFile) +
@@ -248,56 +269,53 @@ class CatalogImpl : public Catalog {
       }
       staged.push_back(std::move(copy));
     }
-    // 2. Pre-flight them out of process (plugin_preflight.h): a file that crashes, aborts or
-    // hangs while loading is refused without ever being mapped into this process.
-    std::vector<std::string> paths;
-    for (const StagedFile& copy : staged) paths.push_back(copy.staged);
-    const std::vector<PreflightResult> verdicts = RunPreflight(paths, options_.preflight);
-    // 3. Load the files that passed.
-    for (size_t i = 0; i < staged.size(); ++i) {
-      const StagedFile& copy = staged[i];
-      const std::string& file = copy.source;
-      const std::string& hash = copy.hash;
-      PluginEntry& entry = plugins_[file];
-      LoadOutcome outcome;
-      if (!verdicts[i].ok) {
-        loader_.Discard(copy);
-        // The pre-flight names the staged copy; the operator knows the file.
-        std::string error = verdicts[i].error;
-        for (size_t at; (at = error.find(copy.staged)) != std::string::npos;) {
-          error.replace(at, copy.staged.size(), file);
-        }
-        if (verdicts[i].not_judged) {
-          entry.hash.clear();  // no verdict: try this file again on the next scan
-          entry.stamp = FileStamp();
-        }
-        outcome.error = error;
-      } else if (!CheckPluginName(file, verdicts[i].name).empty() && !verdicts[i].name.empty()) {
-        loader_.Discard(copy);  // never mapped here: the pre-flight read the name
-        outcome.error = file + ": " + CheckPluginName(file, verdicts[i].name);
-      } else {
-        ++entry.generations;
-        outcome = loader_.LoadStaged(copy, model_.get());
+    return staged;
+  }
+
+  // Loads one staged copy in process if its pre-flight passed, and logs the outcome; a file that
+  // fails keeps its previous version serving.
+  void LoadPassed(const StagedFile& copy, const PreflightResult& verdict,
+                  std::vector<std::string>& summary) {
+    const std::string& file = copy.source;
+    const std::string& hash = copy.hash;
+    PluginEntry& entry = plugins_[file];
+    LoadOutcome outcome;
+    if (!verdict.ok) {
+      loader_.Discard(copy);
+      // The pre-flight names the staged copy; the operator knows the file.
+      std::string error = verdict.error;
+      for (size_t at; (at = error.find(copy.staged)) != std::string::npos;) {
+        error.replace(at, copy.staged.size(), file);
       }
-      if (outcome.plugin != nullptr) {
-        entry.serving = outcome.plugin;
-        entry.error.clear();
-        Log("info",
-            {{"event", "plugin_loaded"},
-             {"file", file},
-             {"plugin", outcome.plugin->id()},
-             {"hash", hash},
-             {"staged", outcome.plugin->info().staged_path}},
-            summary,
-            file + ": loaded " + outcome.plugin->id() + " (" +
-                StageKindName(outcome.plugin->kind()) + ", " + hash + ")");
-      } else {
-        entry.error = outcome.error;
-        Log("warn", {{"event", "plugin_rejected"}, {"file", file}, {"hash", hash}}, summary,
-            outcome.error + (entry.serving ? " (keeps serving " + entry.serving->id() + ")" : ""));
+      if (verdict.not_judged) {
+        entry.hash.clear();  // no verdict: try this file again on the next scan
+        entry.stamp = FileStamp();
       }
+      outcome.error = error;
+    } else if (!CheckPluginName(file, verdict.name).empty() && !verdict.name.empty()) {
+      loader_.Discard(copy);  // never mapped here: the pre-flight read the name
+      outcome.error = file + ": " + CheckPluginName(file, verdict.name);
+    } else {
+      ++entry.generations;
+      outcome = loader_.LoadStaged(copy, model_.get());
     }
-    return changed;
+    if (outcome.plugin != nullptr) {
+      entry.serving = outcome.plugin;
+      entry.error.clear();
+      Log("info",
+          {{"event", "plugin_loaded"},
+           {"file", file},
+           {"plugin", outcome.plugin->id()},
+           {"hash", hash},
+           {"staged", outcome.plugin->info().staged_path}},
+          summary,
+          file + ": loaded " + outcome.plugin->id() + " (" + StageKindName(outcome.plugin->kind()) +
+              ", " + hash + ")");
+    } else {
+      entry.error = outcome.error;
+      Log("warn", {{"event", "plugin_rejected"}, {"file", file}, {"hash", hash}}, summary,
+          outcome.error + (entry.serving ? " (keeps serving " + entry.serving->id() + ")" : ""));
+    }
   }
 
   // Name -> serving plugin; a name claimed by two files goes to the first in path order.

@@ -347,72 +347,82 @@ void FrontEnd::ProcessOutbox() {
   }
 }
 
-void FrontEnd::HandleMessage(std::vector<zmq::message_t>& frames, Clock::time_point received) {
-  if (frames.empty()) return;
-  const std::string identity = frames[0].to_string();
-  ClientMessage message;
-  Status status;
-  size_t total = 0;
-  for (const auto& f : frames) total += f.size();
-  if (total >= kTrimThresholdBytes) trim_pending_ = true;
-  // The connection this came from (see "Connection identity" in the header). ZeroMQ's own
-  // routing ids are 0x00 + 4 bytes, never reused; any other id, or one that belonged to a
-  // connection that has closed or to another live connection, was chosen by the client.
+// The connection bookkeeping of a message's routing id (see "Connection identity" in the
+// header); true when the client chose the id itself. ZeroMQ's own routing ids are 0x00 + 4
+// bytes, never reused; any other id, or one that belonged to a connection that has closed or to
+// another live connection, was chosen by the client.
+bool FrontEnd::RoutingIdChosen(const std::string& identity, std::vector<zmq::message_t>& frames) {
   const int fd = frames.size() > 1 ? zmq_msg_get(frames[1].handle(), ZMQ_SRCFD) : -1;
   const char* declared = frames.size() > 1 ? zmq_msg_gets(frames[1].handle(), "Identity") : nullptr;
   PollConnectionEvents();
   bool chosen = (declared != nullptr && *declared != '\0') || identity.size() != 5 ||
                 identity[0] != '\0' || retired_.count(identity) > 0;
-  if (!chosen && fd >= 0) {
-    auto known = peer_fd_.find(identity);
-    if (known != peer_fd_.end() && known->second != fd) {
-      // Its first connection must have closed (the event may still be queued).
-      fd_peer_.erase(known->second);
-      peer_fd_.erase(known);
-      Retire(identity);
-      ClientGone(identity, "replaced");
-      chosen = true;
-    } else {
-      auto stale = fd_peer_.find(fd);
-      if (stale != fd_peer_.end() && stale->second != identity) {
-        const std::string previous = stale->second;  // that descriptor's earlier connection
-        fd_peer_.erase(stale);
-        peer_fd_.erase(previous);
-        Retire(previous);
-        ClientGone(previous, "disconnected");
-      }
-      peer_fd_[identity] = fd;
-      fd_peer_[fd] = identity;
-    }
+  if (chosen || fd < 0) return chosen;
+  auto known = peer_fd_.find(identity);
+  if (known != peer_fd_.end() && known->second != fd) {
+    // Its first connection must have closed (the event may still be queued).
+    fd_peer_.erase(known->second);
+    peer_fd_.erase(known);
+    Retire(identity);
+    ClientGone(identity, "replaced");
+    return true;
   }
-  if (chosen) {
-    status = Status(StatusCode::kInvalidArgument, "routing_id_not_allowed",
-                    "this connection set its own ZeroMQ routing id (ZMQ_ROUTING_ID); siftd "
-                    "assigns every connection its own; do not set one");
-    if (frames.size() >= 3) {
-      message.has_id =
-          ExtractId(std::string_view(static_cast<const char*>(frames[2].data()), frames[2].size()),
-                    &message.id);
-    }
-  } else if (frames.size() > kMaxFrames + 1) {
-    status = Status(StatusCode::kInvalidArgument, "bad_frames",
-                    "at most " + std::to_string(kMaxFrames) + " frames per message");
-  } else if (static_cast<int64_t>(total) > options_.max_message_bytes) {
-    status = Status(StatusCode::kInvalidArgument, "message_too_large",
-                    "message of " + std::to_string(total) + " bytes exceeds the limit of " +
-                        std::to_string(options_.max_message_bytes));
-    if (frames.size() >= 3) {
-      message.has_id =
-          ExtractId(std::string_view(static_cast<const char*>(frames[2].data()), frames[2].size()),
-                    &message.id);
-    }
-  } else {
-    std::vector<std::string_view> views;
-    for (size_t i = 1; i < frames.size(); ++i) {
-      views.emplace_back(static_cast<const char*>(frames[i].data()), frames[i].size());
-    }
-    status = ParseClientMessage(views, &message, options_.header_limits);
+  auto stale = fd_peer_.find(fd);
+  if (stale != fd_peer_.end() && stale->second != identity) {
+    const std::string previous = stale->second;  // that descriptor's earlier connection
+    fd_peer_.erase(stale);
+    peer_fd_.erase(previous);
+    Retire(previous);
+    ClientGone(previous, "disconnected");
   }
+  peer_fd_[identity] = fd;
+  fd_peer_[fd] = identity;
+  return false;
+}
+
+// Checks a message's frames and parses it into `message`; for a message refused before parsing,
+// the id is still read from the header frame when it can be (for the error reply).
+Status FrontEnd::ParseFrames(const std::vector<zmq::message_t>& frames, size_t total,
+                             bool chosen_id, ClientMessage* message) const {
+  auto extract_id = [&] {
+    if (frames.size() >= 3) {
+      message->has_id =
+          ExtractId(std::string_view(static_cast<const char*>(frames[2].data()), frames[2].size()),
+                    &message->id);
+    }
+  };
+  if (chosen_id) {
+    extract_id();
+    return Status(StatusCode::kInvalidArgument, "routing_id_not_allowed",
+                  "this connection set its own ZeroMQ routing id (ZMQ_ROUTING_ID); siftd "
+                  "assigns every connection its own; do not set one");
+  }
+  if (frames.size() > kMaxFrames + 1) {
+    return Status(StatusCode::kInvalidArgument, "bad_frames",
+                  "at most " + std::to_string(kMaxFrames) + " frames per message");
+  }
+  if (static_cast<int64_t>(total) > options_.max_message_bytes) {
+    extract_id();
+    return Status(StatusCode::kInvalidArgument, "message_too_large",
+                  "message of " + std::to_string(total) + " bytes exceeds the limit of " +
+                      std::to_string(options_.max_message_bytes));
+  }
+  std::vector<std::string_view> views;
+  for (size_t i = 1; i < frames.size(); ++i) {
+    views.emplace_back(static_cast<const char*>(frames[i].data()), frames[i].size());
+  }
+  return ParseClientMessage(views, message, options_.header_limits);
+}
+
+void FrontEnd::HandleMessage(std::vector<zmq::message_t>& frames, Clock::time_point received) {
+  if (frames.empty()) return;
+  const std::string identity = frames[0].to_string();
+  size_t total = 0;
+  for (const auto& f : frames) total += f.size();
+  if (total >= kTrimThresholdBytes) trim_pending_ = true;
+  const bool chosen_id = RoutingIdChosen(identity, frames);
+  ClientMessage message;
+  const Status status = ParseFrames(frames, total, chosen_id, &message);
   if (!status.ok()) {
     metrics_.Add("sift_protocol_errors_total", {{"reason", status.reason()}});
     LogWarn("bad_message", {{"client", Hex(identity)},
@@ -430,56 +440,62 @@ void FrontEnd::HandleMessage(std::vector<zmq::message_t>& frames, Clock::time_po
     case MessageType::kCancel:
       HandleCancel(identity, message);
       return;
-    case MessageType::kPing: {
-      json pong = {{"type", "pong"},
-                   {"nonce", message.nonce},
-                   {"protocol", std::string(kMagic)},
-                   {"ready", !draining_.load()},
-                   {"draining", draining_.load()},
-                   {"queue_depth", scheduler_.queued()},
-                   {"queue_capacity", scheduler_.capacity()},
-                   {"running", scheduler_.running()},
-                   {"workers", scheduler_.workers()}};
-      if (message.has_id) pong["id"] = message.id;
-      json facts = backend_.Describe();
-      if (facts.is_object()) pong.update(facts);
-      Transmit(identity, pong);
+    case MessageType::kPing:
+      HandlePing(identity, message);
       return;
-    }
-    case MessageType::kList: {
-      json listing = backend_.List();
-      if (!listing.is_object()) listing = json::object();
-      listing["type"] = "listing";
-      if (message.has_id) listing["id"] = message.id;
-      Transmit(identity, listing);
+    case MessageType::kList:
+      HandleList(identity, message);
       return;
-    }
   }
 }
 
-void FrontEnd::HandleGenerate(const std::string& identity, ClientMessage& message,
-                              Clock::time_point received, size_t message_bytes) {
-  GenerateRequest& g = message.generate;
+void FrontEnd::HandlePing(const std::string& identity, const ClientMessage& message) {
+  json pong = {{"type", "pong"},
+               {"nonce", message.nonce},
+               {"protocol", std::string(kMagic)},
+               {"ready", !draining_.load()},
+               {"draining", draining_.load()},
+               {"queue_depth", scheduler_.queued()},
+               {"queue_capacity", scheduler_.capacity()},
+               {"running", scheduler_.running()},
+               {"workers", scheduler_.workers()}};
+  if (message.has_id) pong["id"] = message.id;
+  json facts = backend_.Describe();
+  if (facts.is_object()) pong.update(facts);
+  Transmit(identity, pong);
+}
+
+void FrontEnd::HandleList(const std::string& identity, const ClientMessage& message) {
+  json listing = backend_.List();
+  if (!listing.is_object()) listing = json::object();
+  listing["type"] = "listing";
+  if (message.has_id) listing["id"] = message.id;
+  Transmit(identity, listing);
+}
+
+// The admission checks before the queue: refused while draining, for an id in flight on the
+// same connection, an unknown pipeline, or past the per-connection limit (each answered here,
+// returning null). Otherwise the pipeline's handle on the current catalog snapshot.
+std::shared_ptr<const void> FrontEnd::CheckAdmission(const std::string& identity,
+                                                     const ClientMessage& message,
+                                                     const std::string& key, uint64_t* generation) {
+  const GenerateRequest& g = message.generate;
   if (draining_.load()) {
     metrics_.Add("sift_admission_rejections_total", {{"reason", "shutting_down"}});
     Reject(identity, message,
            Status(StatusCode::kUnavailable, "shutting_down",
                   "the daemon is draining for shutdown; retry on another instance"));
-    return;
+    return nullptr;
   }
-  std::string key = identity;
-  key.push_back('\0');
-  key += g.id;
   if (live_.count(key)) {
     metrics_.Add("sift_admission_rejections_total", {{"reason", "duplicate_id"}});
     Reject(identity, message,
            Status(StatusCode::kAlreadyExists, "duplicate_id",
                   "request id '" + g.id +
                       "' is still in flight on this connection; this duplicate was ignored"));
-    return;
+    return nullptr;
   }
-  uint64_t generation = 0;
-  std::shared_ptr<const void> pipeline = backend_.FindPipeline(g.pipeline, &generation);
+  std::shared_ptr<const void> pipeline = backend_.FindPipeline(g.pipeline, generation);
   if (!pipeline) {
     metrics_.Add("sift_admission_rejections_total", {{"reason", "unknown_pipeline"}});
     metrics_.Add("sift_requests_total", {{"pipeline", "(unknown)"}, {"outcome", "not_found"}});
@@ -488,7 +504,7 @@ void FrontEnd::HandleGenerate(const std::string& identity, ClientMessage& messag
                   "no valid pipeline named '" + g.pipeline +
                       "' (send {\"type\":\"list\"} for the pipelines this daemon serves)"),
            {{"pipeline", g.pipeline}});
-    return;
+    return nullptr;
   }
   if (options_.max_client_inflight > 0) {
     auto inflight = inflight_.find(identity);
@@ -501,9 +517,21 @@ void FrontEnd::HandleGenerate(const std::string& identity, ClientMessage& messag
                         std::to_string(options_.max_client_inflight) +
                         "); wait for a terminal message before sending more"),
              {{"max_client_inflight", options_.max_client_inflight}}, RetryAfterMs());
-      return;
+      return nullptr;
     }
   }
+  return pipeline;
+}
+
+void FrontEnd::HandleGenerate(const std::string& identity, ClientMessage& message,
+                              Clock::time_point received, size_t message_bytes) {
+  GenerateRequest& g = message.generate;
+  std::string key = identity;
+  key.push_back('\0');
+  key += g.id;
+  uint64_t generation = 0;
+  std::shared_ptr<const void> pipeline = CheckAdmission(identity, message, key, &generation);
+  if (!pipeline) return;
   auto request = std::make_shared<LiveRequest>();
   request->identity = identity;
   request->message_bytes = message_bytes;

@@ -134,6 +134,14 @@ class FrontEnd final : public ReplySink {
   void IoLoop();
   void ProcessOutbox();
   void HandleMessage(std::vector<zmq::message_t>& frames, Clock::time_point received);
+  bool RoutingIdChosen(const std::string& identity, std::vector<zmq::message_t>& frames);
+  Status ParseFrames(const std::vector<zmq::message_t>& frames, size_t total, bool chosen_id,
+                     ClientMessage* message) const;
+  void HandlePing(const std::string& identity, const ClientMessage& message);
+  void HandleList(const std::string& identity, const ClientMessage& message);
+  std::shared_ptr<const void> CheckAdmission(const std::string& identity,
+                                             const ClientMessage& message, const std::string& key,
+                                             uint64_t* generation);
   void HandleGenerate(const std::string& identity, ClientMessage& message,
                       Clock::time_point received, size_t message_bytes);
   void HandleCancel(const std::string& identity, const ClientMessage& message);

@@ -90,107 +90,148 @@ HopOutcome CallHop(const std::string& endpoint, nlohmann::json header,
 
 namespace {
 
-HopOutcome CallHopOnce(const std::string& endpoint, nlohmann::json header,
-                       std::vector<zmq::message_t> payload, StageContext& context,
-                       const HopTimeouts* timeouts) {
-  static std::atomic<uint64_t> next_hop{1};
-  const uint64_t hop = next_hop++;
-  header["hop"] = hop;
-  HopOutcome out;
+// One hop on its own DEALER socket: connect, send "run", then relay the executor's progress and
+// emits to the request's context, forward a cancel, and wait for the one "done". With timeouts
+// (a remote worker) the connection, the first reply and silences are bounded; without (in
+// process) it waits as long as the stage runs.
+class HopCall {
+ public:
+  HopCall(const std::string& endpoint, StageContext& context, const HopTimeouts* timeouts)
+      : endpoint_(endpoint),
+        context_(context),
+        timeouts_(timeouts),
+        socket_(HopContext(), zmq::socket_type::dealer) {
+    static std::atomic<uint64_t> next_hop{1};
+    hop_ = next_hop++;
+    socket_.set(zmq::sockopt::linger, 0);
+    socket_.set(zmq::sockopt::sndhwm, 0);
+    socket_.set(zmq::sockopt::rcvhwm, 0);
+    if (timeouts_ != nullptr) socket_.set(zmq::sockopt::immediate, 1);  // queue only when connected
+    socket_.connect(endpoint_);
+  }
 
-  zmq::socket_t socket(HopContext(), zmq::socket_type::dealer);
-  socket.set(zmq::sockopt::linger, 0);
-  socket.set(zmq::sockopt::sndhwm, 0);
-  socket.set(zmq::sockopt::rcvhwm, 0);
-  if (timeouts != nullptr) socket.set(zmq::sockopt::immediate, 1);  // queue only when connected
-  socket.connect(endpoint);
-  auto unavailable = [&](const std::string& why) {
-    HopOutcome failed;
-    failed.status = Status(StatusCode::kUnavailable, "worker_unavailable", endpoint + ": " + why);
-    return failed;
-  };
-  if (timeouts != nullptr) {
-    // Writable once a connection is complete (ZMQ_IMMEDIATE): a dead worker fails in
-    // connect_ms instead of first_reply_ms.
-    const Clock::time_point start = Clock::now();
-    bool writable = false;
-    while (!writable && MsSince(start) < timeouts->connect_ms) {
-      if (context.Cancelled()) return HopOutcome{context.CancelStatus(), {}};
-      zmq::pollitem_t item = {socket.handle(), 0, ZMQ_POLLOUT, 0};
+  HopOutcome Run(nlohmann::json header, std::vector<zmq::message_t> payload) {
+    header["hop"] = hop_;
+    HopOutcome out;
+    if (timeouts_ != nullptr && !WaitConnected(&out)) return out;
+    if (!zmq::send_multipart(socket_, MakeHop("run", header, std::move(payload)),
+                             zmq::send_flags::dontwait)) {
+      return Unavailable("cannot send the stage (no connection)");
+    }
+    last_heard_ = Clock::now();
+    while (true) {
+      zmq::pollitem_t item = {socket_.handle(), 0, ZMQ_POLLIN, 0};
       PollHop(&item, 1, std::chrono::milliseconds(20));
-      writable = (item.revents & ZMQ_POLLOUT) != 0;
+      if (!cancel_sent_ && context_.Cancelled()) SendCancel();
+      if (!(item.revents & ZMQ_POLLIN)) {
+        if (timeouts_ != nullptr && TimedOut(&out)) return out;
+        continue;
+      }
+      std::vector<zmq::message_t> frames;
+      if (!zmq::recv_multipart(socket_, std::back_inserter(frames), zmq::recv_flags::dontwait)) {
+        continue;
+      }
+      HopMessage msg;
+      try {
+        msg = ParseHop(frames, 0);
+      } catch (const std::exception& e) {
+        out.status = Status(StatusCode::kInternal, "bad_hop_reply", endpoint_ + ": " + e.what());
+        return out;
+      }
+      if (msg.header.value("hop", uint64_t{0}) != hop_) continue;  // not ours (cannot happen)
+      last_heard_ = Clock::now();
+      started_ = true;
+      if (Handle(std::move(msg), &out)) return out;
     }
-    if (!writable) {
-      return unavailable("cannot connect within " + std::to_string(timeouts->connect_ms) +
-                         " ms (is `siftd --worker` running there?)");
-    }
-  }
-  if (!zmq::send_multipart(socket, MakeHop("run", header, std::move(payload)),
-                           zmq::send_flags::dontwait)) {
-    return unavailable("cannot send the stage (no connection)");
   }
 
-  bool started = false, cancel_sent = false, client_gone = false;
-  Clock::time_point last_heard = Clock::now();
-  auto send_cancel = [&] {
-    if (cancel_sent) return;
-    cancel_sent = true;
-    zmq::send_multipart(socket, MakeHop("cancel", {{"hop", hop}}), zmq::send_flags::dontwait);
-  };
-  while (true) {
-    zmq::pollitem_t item = {socket.handle(), 0, ZMQ_POLLIN, 0};
-    PollHop(&item, 1, std::chrono::milliseconds(20));
-    if (!cancel_sent && context.Cancelled()) send_cancel();
-    if (!(item.revents & ZMQ_POLLIN)) {
-      if (timeouts != nullptr) {
-        if (!started && MsSince(last_heard) > timeouts->first_reply_ms) {
-          return unavailable("no answer within " + std::to_string(timeouts->first_reply_ms) +
-                             " ms (is `siftd --worker` running there?)");
-        }
-        if (started && MsSince(last_heard) > timeouts->silence_ms) {
-          return unavailable("the worker went silent for " + std::to_string(timeouts->silence_ms) +
-                             " ms");
-        }
+ private:
+  HopOutcome Unavailable(const std::string& why) const {
+    HopOutcome failed;
+    failed.status = Status(StatusCode::kUnavailable, "worker_unavailable", endpoint_ + ": " + why);
+    return failed;
+  }
+
+  // Writable once a connection is complete (ZMQ_IMMEDIATE): a dead worker fails in connect_ms
+  // instead of first_reply_ms. False (with *out set) when it did not connect or was cancelled.
+  bool WaitConnected(HopOutcome* out) {
+    const Clock::time_point start = Clock::now();
+    while (MsSince(start) < timeouts_->connect_ms) {
+      if (context_.Cancelled()) {
+        *out = HopOutcome{context_.CancelStatus(), {}};
+        return false;
       }
-      continue;
+      zmq::pollitem_t item = {socket_.handle(), 0, ZMQ_POLLOUT, 0};
+      PollHop(&item, 1, std::chrono::milliseconds(20));
+      if ((item.revents & ZMQ_POLLOUT) != 0) return true;
     }
-    std::vector<zmq::message_t> frames;
-    if (!zmq::recv_multipart(socket, std::back_inserter(frames), zmq::recv_flags::dontwait)) {
-      continue;
+    *out = Unavailable("cannot connect within " + std::to_string(timeouts_->connect_ms) +
+                       " ms (is `siftd --worker` running there?)");
+    return false;
+  }
+
+  // True (with *out set) when the worker has been quiet too long: before its first reply, or
+  // between replies.
+  bool TimedOut(HopOutcome* out) const {
+    if (!started_ && MsSince(last_heard_) > timeouts_->first_reply_ms) {
+      *out = Unavailable("no answer within " + std::to_string(timeouts_->first_reply_ms) +
+                         " ms (is `siftd --worker` running there?)");
+      return true;
     }
-    HopMessage msg;
-    try {
-      msg = ParseHop(frames, 0);
-    } catch (const std::exception& e) {
-      out.status = Status(StatusCode::kInternal, "bad_hop_reply", endpoint + ": " + e.what());
-      return out;
+    if (started_ && MsSince(last_heard_) > timeouts_->silence_ms) {
+      *out = Unavailable("the worker went silent for " + std::to_string(timeouts_->silence_ms) +
+                         " ms");
+      return true;
     }
-    if (msg.header.value("hop", uint64_t{0}) != hop) continue;  // not ours (cannot happen)
-    last_heard = Clock::now();
-    started = true;
+    return false;
+  }
+
+  void SendCancel() {
+    if (cancel_sent_) return;
+    cancel_sent_ = true;
+    zmq::send_multipart(socket_, MakeHop("cancel", {{"hop", hop_}}), zmq::send_flags::dontwait);
+  }
+
+  // Relays one message of ours; true (with *out set) at "done".
+  bool Handle(HopMessage msg, HopOutcome* out) {
     if (msg.type == "progress") {
-      context.Progress(msg.header.value("what", ""), msg.header.value("done", int64_t{0}),
-                       msg.header.value("total", int64_t{0}));
+      context_.Progress(msg.header.value("what", ""), msg.header.value("done", int64_t{0}),
+                        msg.header.value("total", int64_t{0}));
     } else if (msg.type == "emit") {
       const std::string text = msg.payload.empty() ? "" : msg.payload[0].to_string();
-      if (!client_gone && !context.Emit(text, msg.header.value("token", TokenId{-1}))) {
-        client_gone = true;
-        send_cancel();
+      if (!client_gone_ && !context_.Emit(text, msg.header.value("token", TokenId{-1}))) {
+        client_gone_ = true;
+        SendCancel();
       }
     } else if (msg.type == "done") {
-      out.status = StatusFromJson(msg.header.value("status", nlohmann::json::object()));
-      if (out.status.code() == StatusCode::kCancelled) {
-        if (context.Cancelled()) {
-          out.status = context.CancelStatus();
-        } else if (client_gone) {
-          out.status =
+      out->status = StatusFromJson(msg.header.value("status", nlohmann::json::object()));
+      if (out->status.code() == StatusCode::kCancelled) {
+        if (context_.Cancelled()) {
+          out->status = context_.CancelStatus();
+        } else if (client_gone_) {
+          out->status =
               Status(StatusCode::kCancelled, "client_gone", "the client stopped receiving text");
         }
       }
-      out.done = std::move(msg);
-      return out;
+      out->done = std::move(msg);
+      return true;
     }
+    return false;
   }
+
+  const std::string& endpoint_;
+  StageContext& context_;
+  const HopTimeouts* timeouts_;
+  zmq::socket_t socket_;
+  uint64_t hop_ = 0;
+  bool started_ = false, cancel_sent_ = false, client_gone_ = false;
+  Clock::time_point last_heard_;
+};
+
+HopOutcome CallHopOnce(const std::string& endpoint, nlohmann::json header,
+                       std::vector<zmq::message_t> payload, StageContext& context,
+                       const HopTimeouts* timeouts) {
+  return HopCall(endpoint, context, timeouts).Run(std::move(header), std::move(payload));
 }
 
 }  // namespace

@@ -9,8 +9,10 @@ namespace sift::daemon {
 
 namespace po = boost::program_options;
 
-ParseResult ParseOptions(int argc, const char* const* argv, DaemonOptions* o,
-                         std::string* message) {
+namespace {
+
+// Modes, config file, logging.
+po::options_description GeneralOptions(DaemonOptions* o) {
   po::options_description general("General");
   general.add_options()("version", "print the version and exit")(
       "config", po::value(&o->config_file), "config file (key = value, keys as the long flags)")(
@@ -25,7 +27,11 @@ ParseResult ParseOptions(int argc, const char* const* argv, DaemonOptions* o,
       "preflight", po::value(&o->preflight)->multitoken()->value_name("FILE..."),
       "check plugin files in this process (load, descriptor, factory) and exit; siftd runs "
       "this in a child process before it loads a new or changed plugin");
+  return general;
+}
 
+// --model, the plugin and pipeline folders, the engine.
+po::options_description ModelOptions(DaemonOptions* o) {
   po::options_description model("Model and catalog");
   model.add_options()("model", po::value(&o->model)->default_value(o->model),
                       "GGUF file or HF directory")(
@@ -45,7 +51,11 @@ ParseResult ParseOptions(int argc, const char* const* argv, DaemonOptions* o,
       "trained context RoPE extrapolates: for speed measurements, not answers")(
       "question-tokens", po::value(&o->question_tokens)->default_value(o->question_tokens),
       "question span of a raw prompt: its last N tokens");
+  return model;
+}
 
+// The client port, admission, workers, limits.
+po::options_description ServingOptions(DaemonOptions* o) {
   po::options_description serving("Serving");
   serving.add_options()(
       "bind", po::value(&o->bind)->composing(),
@@ -77,13 +87,21 @@ ParseResult ParseOptions(int argc, const char* const* argv, DaemonOptions* o,
       "preflight-timeout-ms",
       po::value(&o->preflight_timeout_ms)->default_value(o->preflight_timeout_ms),
       "how long a plugin file may take to load in the pre-flight child");
+  return serving;
+}
 
+// CURVE on the client port.
+po::options_description SecurityOptions(DaemonOptions* o) {
   po::options_description security("Security");
   security.add_options()("curve-secret-key", po::value(&o->curve_secret_key),
                          "server CURVE secret key file (enables CURVE)")(
       "curve-client-keys", po::value(&o->curve_client_keys),
       "file of authorised client public keys, one per line");
+  return security;
+}
 
+// The OpenAI-compatible HTTP port.
+po::options_description OpenAiOptions(DaemonOptions* o) {
   po::options_description openai("OpenAI-compatible HTTP (docs/openai.md)");
   openai.add_options()("openai", po::value(&o->openai)->value_name("[HOST:]PORT"),
                        "serve /v1/chat/completions, /v1/completions and /v1/models here (off "
@@ -99,17 +117,37 @@ ParseResult ParseOptions(int argc, const char* const* argv, DaemonOptions* o,
       "open connections at most (503 beyond)")(
       "openai-timeout-ms", po::value(&o->openai_timeout_ms)->default_value(o->openai_timeout_ms),
       "limit for receiving a request's header, its body, each write, and keep-alive idling");
+  return openai;
+}
 
-  // The shared command line (tools/common/command_line.h): --help, -h and a value that may start
-  // with '-'. The config file takes the same options.
-  sift::cli::CommandLine command_line("siftd", "siftd [options]",
-                                      "Serves an LLM through pipelines of compression stages "
-                                      "(docs/operations.md).");
-  for (const po::options_description* group : {&general, &model, &serving, &security, &openai}) {
-    command_line.AddGroup(*group);
+// The ranges the values must lie in; "" when they do.
+std::string Validate(const DaemonOptions& o) {
+  if (o.workers < 1 || o.workers > 256) return "--workers must be in [1, 256]";
+  if (o.queue_size < 1 || o.queue_size > 1000000) {
+    return "--queue-size must be in [1, 1000000]";
   }
+  if (o.hwm < 1) return "--hwm must be positive (finite high-water marks)";
+  if (o.heartbeat_ms < 0 || o.rescan_ms < 0 || o.drain_timeout_ms < 0 ||
+      o.default_deadline_ms < 0 || o.linger_ms < 0 || o.n_ctx < 0 || o.question_tokens < 0 ||
+      o.threads < 0) {
+    return "negative values are not allowed for times, sizes and counts";
+  }
+  if (o.max_message_bytes < 1024) return "--max-message-bytes must be at least 1024";
+  if (o.max_header_bytes < 1024) return "--max-header-bytes must be at least 1024";
+  if (o.max_client_inflight < 0 || o.preflight_timeout_ms < 100) {
+    return "--max-client-inflight must be >= 0 and --preflight-timeout-ms >= 100";
+  }
+  if (o.openai_max_body_bytes < 1024 || o.openai_max_connections < 1 || o.openai_timeout_ms < 100) {
+    return "--openai-max-body-bytes >= 1024, --openai-max-connections >= 1 and "
+           "--openai-timeout-ms >= 100 are required";
+  }
+  return "";
+}
 
-  po::variables_map vm;
+// Parses the command line and the config file into `vm`; kRun unless --help or an error.
+ParseResult Store(const sift::cli::CommandLine& command_line, int argc, const char* const* argv,
+                  po::variables_map* vm_out, std::string* message) {
+  po::variables_map& vm = *vm_out;
   try {
     command_line.Store(std::vector<std::string>(argv + (argc > 0 ? 1 : 0), argv + argc), &vm);
     if (vm.count("help")) {
@@ -131,37 +169,33 @@ ParseResult ParseOptions(int argc, const char* const* argv, DaemonOptions* o,
     *message = e.what();
     return ParseResult::kError;
   }
+  return ParseResult::kRun;
+}
+
+}  // namespace
+
+ParseResult ParseOptions(int argc, const char* const* argv, DaemonOptions* o,
+                         std::string* message) {
+  // The shared command line (tools/common/command_line.h): --help, -h and a value that may start
+  // with '-'. The config file takes the same options.
+  sift::cli::CommandLine command_line("siftd", "siftd [options]",
+                                      "Serves an LLM through pipelines of compression stages "
+                                      "(docs/operations.md).");
+  for (const po::options_description& group :
+       {GeneralOptions(o), ModelOptions(o), ServingOptions(o), SecurityOptions(o),
+        OpenAiOptions(o)}) {
+    command_line.AddGroup(group);
+  }
+  po::variables_map vm;
+  const ParseResult stored = Store(command_line, argc, argv, &vm, message);
+  if (stored != ParseResult::kRun) return stored;
   if (vm.count("version")) {
     *message = "siftd 0.1.0 (protocol SIFT/1)";
     return ParseResult::kExitOk;
   }
   if (o->bind.empty()) o->bind = {"tcp://127.0.0.1:7700"};
-  auto bad = [&](const std::string& what) {
-    *message = what;
-    return ParseResult::kError;
-  };
-  if (o->workers < 1 || o->workers > 256) return bad("--workers must be in [1, 256]");
-  if (o->queue_size < 1 || o->queue_size > 1000000) {
-    return bad("--queue-size must be in [1, 1000000]");
-  }
-  if (o->hwm < 1) return bad("--hwm must be positive (finite high-water marks)");
-  if (o->heartbeat_ms < 0 || o->rescan_ms < 0 || o->drain_timeout_ms < 0 ||
-      o->default_deadline_ms < 0 || o->linger_ms < 0 || o->n_ctx < 0 || o->question_tokens < 0 ||
-      o->threads < 0) {
-    return bad("negative values are not allowed for times, sizes and counts");
-  }
-  if (o->max_message_bytes < 1024) return bad("--max-message-bytes must be at least 1024");
-  if (o->max_header_bytes < 1024) return bad("--max-header-bytes must be at least 1024");
-  if (o->max_client_inflight < 0 || o->preflight_timeout_ms < 100) {
-    return bad("--max-client-inflight must be >= 0 and --preflight-timeout-ms >= 100");
-  }
-  if (o->openai_max_body_bytes < 1024 || o->openai_max_connections < 1 ||
-      o->openai_timeout_ms < 100) {
-    return bad(
-        "--openai-max-body-bytes >= 1024, --openai-max-connections >= 1 and "
-        "--openai-timeout-ms >= 100 are required");
-  }
-  return ParseResult::kRun;
+  *message = Validate(*o);
+  return message->empty() ? ParseResult::kRun : ParseResult::kError;
 }
 
 }  // namespace sift::daemon

@@ -78,6 +78,120 @@ std::string Tail(const std::string& err) {
   return t.empty() ? "" : "; its last output: " + t;
 }
 
+// Starts `options.command` over files[first...] with stdin on /dev/null, stdout and stderr on
+// `err` and the result lines on `out` (fd 3); 0 on success, else the posix_spawn error.
+int SpawnChild(const std::vector<std::string>& files, size_t first, const PreflightOptions& options,
+               const Pipe& out, const Pipe& err, pid_t* pid) {
+  std::vector<std::string> args = options.command;
+  args.insert(args.end(), files.begin() + static_cast<std::ptrdiff_t>(first), files.end());
+  std::vector<char*> argv;
+  for (std::string& a : args) argv.push_back(a.data());
+  argv.push_back(nullptr);
+  posix_spawn_file_actions_t actions;
+  posix_spawn_file_actions_init(&actions);
+  posix_spawn_file_actions_addopen(&actions, 0, "/dev/null", O_RDONLY, 0);
+  posix_spawn_file_actions_adddup2(&actions, err.write, 1);
+  posix_spawn_file_actions_adddup2(&actions, err.write, 2);
+  posix_spawn_file_actions_adddup2(&actions, out.write, kResultFd);
+  const int rc = ::posix_spawn(pid, argv[0], &actions, nullptr, argv.data(), environ);
+  posix_spawn_file_actions_destroy(&actions);
+  return rc;
+}
+
+// What one child has reported so far.
+struct ChildReport {
+  bool ready = false;      // its "ready" line (the model is loaded)
+  size_t next = 0;         // the first file without a verdict
+  bool timed_out = false;  // it missed the start-up or a per-file deadline
+  std::string stderr_text;
+};
+
+// Reads the child's result lines (one JSON object each) and its stderr until both pipes close or
+// a deadline passes: options.startup_timeout_ms for the "ready" line, then file_timeout_ms for
+// each verdict. Fills results from report->next on.
+class ChildReader {
+ public:
+  ChildReader(const std::vector<std::string>& files, const PreflightOptions& options,
+              std::vector<PreflightResult>* results, ChildReport* report)
+      : files_(files), options_(options), results_(results), report_(report) {}
+
+  void Run(Pipe& out, Pipe& err) {
+    Clock::time_point deadline =
+        Clock::now() + std::chrono::milliseconds(options_.startup_timeout_ms);
+    while (out.read >= 0 || err.read >= 0) {
+      const auto left =
+          std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now());
+      if (left.count() <= 0) {
+        report_->timed_out = true;
+        break;
+      }
+      pollfd fds[2] = {{out.read, POLLIN, 0}, {err.read, POLLIN, 0}};
+      const int n = ::poll(fds, 2, static_cast<int>(std::min<int64_t>(left.count(), 1000)));
+      if (n < 0 && errno != EINTR) break;
+      if (n <= 0) continue;
+      if (fds[1].revents & (POLLIN | POLLHUP | POLLERR)) ReadStderr(err);
+      if ((fds[0].revents & (POLLIN | POLLHUP | POLLERR)) && ReadResults(out)) {
+        deadline = Clock::now() + std::chrono::milliseconds(options_.file_timeout_ms);
+      }
+    }
+  }
+
+ private:
+  void ReadStderr(Pipe& err) {
+    char buf[4096];
+    const ssize_t got = ::read(err.read, buf, sizeof(buf));
+    if (got <= 0) {
+      err.CloseRead();
+      return;
+    }
+    std::string& text = report_->stderr_text;
+    text.append(buf, static_cast<size_t>(got));
+    if (text.size() > 2 * kStderrTail) text.erase(0, text.size() - kStderrTail);
+  }
+
+  // True when a line moved the child on (ready, or a verdict): the next deadline starts then.
+  bool ReadResults(Pipe& out) {
+    char buf[4096];
+    const ssize_t got = ::read(out.read, buf, sizeof(buf));
+    if (got <= 0) {
+      out.CloseRead();
+      return false;
+    }
+    lines_.append(buf, static_cast<size_t>(got));
+    bool progressed = false;
+    size_t nl;
+    while ((nl = lines_.find('\n')) != std::string::npos) {
+      const json line = json::parse(lines_.substr(0, nl), nullptr, false);
+      lines_.erase(0, nl + 1);
+      if (line.is_object() && Apply(line)) progressed = true;
+    }
+    return progressed;
+  }
+
+  bool Apply(const json& line) {
+    if (line.value("event", "") == "ready") {
+      report_->ready = true;
+      return true;
+    }
+    const size_t next = report_->next;
+    if (!report_->ready || next >= files_.size() || line.value("file", "") != files_[next]) {
+      return false;
+    }
+    PreflightResult& r = (*results_)[next];
+    r.ok = line.value("ok", false);
+    r.name = line.value("name", "");
+    r.error = r.ok ? "" : line.value("error", files_[next] + ": refused");
+    ++report_->next;
+    return true;
+  }
+
+  const std::vector<std::string>& files_;
+  const PreflightOptions& options_;
+  std::vector<PreflightResult>* results_;
+  ChildReport* report_;
+  std::string lines_;
+};
+
 // One child over files[first...]: fills results from `first` on; returns the index of the
 // first file without a verdict (== files.size() when all are judged).
 size_t RunChild(const std::vector<std::string>& files, size_t first,
@@ -92,97 +206,36 @@ size_t RunChild(const std::vector<std::string>& files, size_t first,
   };
   Pipe out, err;
   if (!out.Open() || !err.Open()) return not_judged(first, "cannot create pipes");
-  std::vector<std::string> args = options.command;
-  args.insert(args.end(), files.begin() + static_cast<std::ptrdiff_t>(first), files.end());
-  std::vector<char*> argv;
-  for (std::string& a : args) argv.push_back(a.data());
-  argv.push_back(nullptr);
-
-  posix_spawn_file_actions_t actions;
-  posix_spawn_file_actions_init(&actions);
-  posix_spawn_file_actions_addopen(&actions, 0, "/dev/null", O_RDONLY, 0);
-  posix_spawn_file_actions_adddup2(&actions, err.write, 1);
-  posix_spawn_file_actions_adddup2(&actions, err.write, 2);
-  posix_spawn_file_actions_adddup2(&actions, out.write, kResultFd);
   pid_t pid = -1;
-  const int rc = ::posix_spawn(&pid, argv[0], &actions, nullptr, argv.data(), environ);
-  posix_spawn_file_actions_destroy(&actions);
-  if (rc != 0)
-    return not_judged(first, std::string("cannot start ") + argv[0] + ": " + std::strerror(rc));
+  const int rc = SpawnChild(files, first, options, out, err, &pid);
+  if (rc != 0) {
+    return not_judged(first, "cannot start " + options.command[0] + ": " + std::strerror(rc));
+  }
   out.CloseWrite();
   err.CloseWrite();
 
-  bool ready = false;
-  size_t next = first;
-  std::string lines, stderr_text;
-  Clock::time_point deadline = Clock::now() + std::chrono::milliseconds(options.startup_timeout_ms);
-  bool timed_out = false;
-  while (out.read >= 0 || err.read >= 0) {
-    const auto left =
-        std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now());
-    if (left.count() <= 0) {
-      timed_out = true;
-      break;
-    }
-    pollfd fds[2] = {{out.read, POLLIN, 0}, {err.read, POLLIN, 0}};
-    const int n = ::poll(fds, 2, static_cast<int>(std::min<int64_t>(left.count(), 1000)));
-    if (n < 0 && errno != EINTR) break;
-    if (n <= 0) continue;
-    char buf[4096];
-    if (fds[1].revents & (POLLIN | POLLHUP | POLLERR)) {
-      const ssize_t got = ::read(err.read, buf, sizeof(buf));
-      if (got > 0) {
-        stderr_text.append(buf, static_cast<size_t>(got));
-        if (stderr_text.size() > 2 * kStderrTail)
-          stderr_text.erase(0, stderr_text.size() - kStderrTail);
-      } else {
-        err.CloseRead();
-      }
-    }
-    if (fds[0].revents & (POLLIN | POLLHUP | POLLERR)) {
-      const ssize_t got = ::read(out.read, buf, sizeof(buf));
-      if (got <= 0) {
-        out.CloseRead();
-        continue;
-      }
-      lines.append(buf, static_cast<size_t>(got));
-      size_t nl;
-      while ((nl = lines.find('\n')) != std::string::npos) {
-        const json line = json::parse(lines.substr(0, nl), nullptr, false);
-        lines.erase(0, nl + 1);
-        if (!line.is_object()) continue;
-        if (line.value("event", "") == "ready") {
-          ready = true;
-        } else if (ready && next < files.size() && line.value("file", "") == files[next]) {
-          PreflightResult& r = (*results)[next];
-          r.ok = line.value("ok", false);
-          r.name = line.value("name", "");
-          r.error = r.ok ? "" : line.value("error", files[next] + ": refused");
-          ++next;
-        } else {
-          continue;
-        }
-        deadline = Clock::now() + std::chrono::milliseconds(options.file_timeout_ms);
-      }
-    }
-  }
+  ChildReport report;
+  report.next = first;
+  ChildReader(files, options, results, &report).Run(out, err);
   int status = 0;
-  if (timed_out) ::kill(pid, SIGKILL);
+  if (report.timed_out) ::kill(pid, SIGKILL);
   while (::waitpid(pid, &status, 0) < 0 && errno == EINTR) {
   }
+  const size_t next = report.next;
   if (next == files.size()) return next;
-  if (!ready) {
-    return not_judged(next, timed_out ? "it did not start within " +
-                                            std::to_string(options.startup_timeout_ms) + " ms"
-                                      : DescribeExit(status) + Tail(stderr_text));
+  if (!report.ready) {
+    return not_judged(
+        next, report.timed_out
+                  ? "it did not start within " + std::to_string(options.startup_timeout_ms) + " ms"
+                  : DescribeExit(status) + Tail(report.stderr_text));
   }
   PreflightResult& r = (*results)[next];
   r.ok = false;
   r.error = files[next] + ": refused by the pre-flight check (loading it in a child process): " +
-            (timed_out ? "no answer within " + std::to_string(options.file_timeout_ms) +
-                             " ms (hangs while loading)"
-                       : DescribeExit(status)) +
-            Tail(stderr_text);
+            (report.timed_out ? "no answer within " + std::to_string(options.file_timeout_ms) +
+                                    " ms (hangs while loading)"
+                              : DescribeExit(status)) +
+            Tail(report.stderr_text);
   return next + 1;
 }
 

@@ -103,6 +103,55 @@ Status GetTokenList(const json& v, const std::string& path, std::vector<int32_t>
   return Status::Ok();
 }
 
+// "messages": a non-empty array of {role, content} with a known role.
+Status ParseMessages(const json& m, std::vector<ChatTurn>* messages) {
+  if (!m.is_array() || m.empty()) {
+    return BadField("messages", "a non-empty array of {role, content}", m);
+  }
+  for (size_t i = 0; i < m.size(); ++i) {
+    const std::string path = "messages[" + std::to_string(i) + "]";
+    if (!m[i].is_object() || !m[i].contains("role") || !m[i]["role"].is_string() ||
+        !m[i].contains("content") || !m[i]["content"].is_string()) {
+      return BadField(path, "an object {\"role\": string, \"content\": string}", m[i]);
+    }
+    ChatTurn turn{m[i]["role"].get<std::string>(), m[i]["content"].get<std::string>()};
+    if (turn.role != "system" && turn.role != "user" && turn.role != "assistant") {
+      return BadField(path + ".role", "\"system\", \"user\" or \"assistant\"", m[i]["role"]);
+    }
+    messages->push_back(std::move(turn));
+  }
+  return Status::Ok();
+}
+
+// "tokens": {"frame": N}, the ids as int32 little-endian in binary frame N.
+Status ParseTokenFrame(const json& t, const std::vector<std::string_view>& frames,
+                       std::vector<int32_t>* tokens) {
+  int64_t frame = -1;
+  SIFT_RETURN_IF_ERROR(GetInt(t, "frame", "tokens.frame", 0, 1 << 20, &frame));
+  const size_t index = 2 + static_cast<size_t>(frame);
+  if (frame < 0 || index >= frames.size()) {
+    return Invalid("bad_input", "'tokens.frame' names binary frame " + std::to_string(frame) +
+                                    " but the message has " + std::to_string(frames.size() - 2) +
+                                    " binary frames");
+  }
+  const std::string_view bytes = frames[index];
+  if (bytes.size() % 4 != 0) {
+    return Invalid("bad_input", "binary token frame size " + std::to_string(bytes.size()) +
+                                    " is not a multiple of 4 (int32 little-endian)");
+  }
+  tokens->resize(bytes.size() / 4);
+  for (size_t i = 0; i < tokens->size(); ++i) {
+    const auto* p = reinterpret_cast<const unsigned char*>(bytes.data() + 4 * i);
+    const uint32_t u =
+        uint32_t(p[0]) | uint32_t(p[1]) << 8 | uint32_t(p[2]) << 16 | uint32_t(p[3]) << 24;
+    std::memcpy(&(*tokens)[i], &u, 4);
+    if ((*tokens)[i] < 0) {
+      return Invalid("bad_input", "binary token frame: negative id at index " + std::to_string(i));
+    }
+  }
+  return Status::Ok();
+}
+
 Status ParseInput(const json& h, const std::vector<std::string_view>& frames, GenerateRequest* g) {
   const bool has_question = h.contains("question") && !h["question"].is_null();
   const bool has_context = h.contains("context") && !h["context"].is_null();
@@ -130,22 +179,7 @@ Status ParseInput(const json& h, const std::vector<std::string_view>& frames, Ge
     if (g->question.empty()) return Invalid("bad_input", "'question' is empty");
   } else if (has_messages) {
     g->input = InputKind::kMessages;
-    const json& m = h["messages"];
-    if (!m.is_array() || m.empty()) {
-      return BadField("messages", "a non-empty array of {role, content}", m);
-    }
-    for (size_t i = 0; i < m.size(); ++i) {
-      const std::string path = "messages[" + std::to_string(i) + "]";
-      if (!m[i].is_object() || !m[i].contains("role") || !m[i]["role"].is_string() ||
-          !m[i].contains("content") || !m[i]["content"].is_string()) {
-        return BadField(path, "an object {\"role\": string, \"content\": string}", m[i]);
-      }
-      ChatTurn turn{m[i]["role"].get<std::string>(), m[i]["content"].get<std::string>()};
-      if (turn.role != "system" && turn.role != "user" && turn.role != "assistant") {
-        return BadField(path + ".role", "\"system\", \"user\" or \"assistant\"", m[i]["role"]);
-      }
-      g->messages.push_back(std::move(turn));
-    }
+    SIFT_RETURN_IF_ERROR(ParseMessages(h["messages"], &g->messages));
   } else if (has_prompt) {
     g->input = InputKind::kPrompt;
     SIFT_RETURN_IF_ERROR(GetString(h, "prompt", &g->prompt, &present));
@@ -153,34 +187,8 @@ Status ParseInput(const json& h, const std::vector<std::string_view>& frames, Ge
   } else {
     g->input = InputKind::kTokens;
     const json& t = h["tokens"];
-    if (t.is_object()) {
-      int64_t frame = -1;
-      SIFT_RETURN_IF_ERROR(GetInt(t, "frame", "tokens.frame", 0, 1 << 20, &frame));
-      const size_t index = 2 + static_cast<size_t>(frame);
-      if (frame < 0 || index >= frames.size()) {
-        return Invalid("bad_input", "'tokens.frame' names binary frame " + std::to_string(frame) +
-                                        " but the message has " +
-                                        std::to_string(frames.size() - 2) + " binary frames");
-      }
-      const std::string_view bytes = frames[index];
-      if (bytes.size() % 4 != 0) {
-        return Invalid("bad_input", "binary token frame size " + std::to_string(bytes.size()) +
-                                        " is not a multiple of 4 (int32 little-endian)");
-      }
-      g->tokens.resize(bytes.size() / 4);
-      for (size_t i = 0; i < g->tokens.size(); ++i) {
-        const auto* p = reinterpret_cast<const unsigned char*>(bytes.data() + 4 * i);
-        const uint32_t u =
-            uint32_t(p[0]) | uint32_t(p[1]) << 8 | uint32_t(p[2]) << 16 | uint32_t(p[3]) << 24;
-        std::memcpy(&g->tokens[i], &u, 4);
-        if (g->tokens[i] < 0) {
-          return Invalid("bad_input",
-                         "binary token frame: negative id at index " + std::to_string(i));
-        }
-      }
-    } else {
-      SIFT_RETURN_IF_ERROR(GetTokenList(t, "tokens", &g->tokens));
-    }
+    SIFT_RETURN_IF_ERROR(t.is_object() ? ParseTokenFrame(t, frames, &g->tokens)
+                                       : GetTokenList(t, "tokens", &g->tokens));
     if (g->tokens.empty()) return Invalid("bad_input", "'tokens' is empty");
   }
   return GetInt(h, "question_tokens", "question_tokens", 0, 1 << 24, &g->question_tokens);

@@ -1,10 +1,7 @@
-// RunDaemon: siftd's wiring. Loads the model once, builds the catalog, starts the front end
-// (ZeroMQ client port, scheduler, workers), the optional OpenAI-compatible HTTP port on the
-// same front end (--openai, openai_server.h) and the operations side (Boost.Asio: signals,
-// rescan timer, HTTP /health and /metrics), then serves until SIGTERM/SIGINT drains it.
-//
-// Signals: SIGTERM or SIGINT starts a graceful drain (a second one cancels what is left);
-// SIGHUP rescans the plugin and pipeline folders (also done every --rescan-ms).
+// RunDaemon: siftd's entry point after option parsing. Sets the log level, then runs one mode:
+// --make-curve-keys (write a key pair), --preflight (the plugin pre-flight child,
+// plugin_preflight.h), --worker (a remote stage host, worker.h) or, by default, the serving
+// daemon: Daemon::Start, Serve, Drain (daemon.h).
 //
 // THREADING: blocks the calling thread; owns every thread it starts.
 // ERRORS:    returns the exit code: 0 after a clean drain, 1 when start-up fails (the reason

@@ -170,6 +170,337 @@ std::string PostProcess(const std::string& in) {
   return strip(s);
 }
 
+// A task's prompt for a haystack of size n (tokens, noise blocks, list items: the task's unit)
+// and the largest n worth trying; MakeSample fits n to the length.
+struct Builder {
+  std::function<Built(int64_t)> build;
+  int64_t max_n = 0;
+};
+
+// What every task builder reads. The builders draw from the sample's one random stream in a
+// fixed order (the draws are part of the determinism contract of tasks.h).
+struct TaskInput {
+  const TaskOptions& options;
+  const TaskSpec& spec;
+  const Tokenizer& tokenizer;
+  int64_t index;
+  int depth;   // needle depth in percent, or -1
+  int digits;  // passkey digits
+};
+
+Builder PasskeyBuilder(const TaskInput& in, Rng& rng, Sample* sample) {
+  const auto hay = LoadHaystack(in.options.haystack_dir, in.tokenizer, false, in.options.length);
+  std::string id;
+  for (int i = 0; i < 3; ++i) id += kKeyWords[rng.Below(kKeyWords.size())] + "-";
+  id += std::to_string(rng.Range(10, 99));
+  std::string value;
+  for (int i = 0; i < in.digits; ++i) value.push_back(static_cast<char>('0' + rng.Below(10)));
+  const std::string needle = "The " + id + " magic passkey is " + value + ".";
+  sample->answers = {value};
+  auto build = [hay, needle, id, depth = in.depth](int64_t n) {
+    const std::string text = hay->Prefix(n);
+    Built b;
+    b.context = InsertAt(text, {{SentenceOffset(text, depth), "\n" + needle + "\n"}});
+    // ILRe's answer prefix ("\n\nThe <id> magic passkey is") would sit in the user turn
+    // here (no assistant prefill in the protocol); the instruct model then continues it as
+    // prose instead of answering, so it is left out: the model writes it itself.
+    b.question = "# What's the " + id + " magic passkey?";
+    b.needles = {needle};
+    return b;
+  };
+  return {build, in.options.length};
+}
+
+Builder NeedleBuilder(const TaskInput& in, Rng& rng, Sample* sample) {
+  const auto hay = LoadHaystack(in.options.haystack_dir, in.tokenizer, false, in.options.length);
+  sample->answers = {"sandwich", "dolores park"};
+  // One fixed needle: sample 0 is the classic NIAH prompt (the haystack from its start);
+  // further samples at the same depth take the haystack from another point of the corpus,
+  // or they would repeat sample 0's prompt exactly.
+  const int64_t room = static_cast<int64_t>(hay->tokens.size()) - in.options.length;
+  const int64_t start = in.index == 0 || room <= 0 ? 0 : rng.Range(1, room);
+  auto build = [hay, depth = in.depth, start](int64_t n) {
+    const std::string text = hay->Window(start, n);
+    Built b;
+    b.context = InsertAt(text, {{SentenceOffset(text, depth), std::string(kNeedle) + " "}});
+    b.question =
+        "What is the best thing to do in San Francisco? Don't give information outside the "
+        "document or repeat your findings";
+    b.needles = {kNeedle};
+    return b;
+  };
+  return {build, in.options.length};
+}
+
+// The drawn part of a RULER NIAH sample: keys, needle sentences (shuffled), the fixed text.
+struct NiahDraw {
+  std::vector<std::string> keys, needles;
+  std::string type;             // "numbers", "uuids" or "words"
+  std::string intro, question;  // before the haystack; the question with its answer prefix
+  std::vector<int> depths;      // one per needle (text haystacks)
+};
+
+// RULER's template text: the intro before the haystack and the question with its answer prefix.
+void NiahText(const NiahSpec& ns, const std::string& query, NiahDraw* d) {
+  const bool single = ns.num_q * ns.num_v == 1;
+  const std::string t = single ? d->type.substr(0, d->type.size() - 1) : d->type;
+  d->intro = single ? "A special magic " + t +
+                          " is hidden within the following text. Make sure to memorize it. I "
+                          "will quiz you about the " +
+                          t + " afterwards.\n"
+                    : "Some special magic " + t +
+                          " are hidden within the following text. Make sure to memorize it. I "
+                          "will quiz you about the " +
+                          t + " afterwards.\n";
+  d->question = single ? "What is the special magic " + t + " for " + query +
+                             " mentioned in the provided text? The special magic " + t + " for " +
+                             query + " mentioned in the provided text is"
+                       : "What are all the special magic " + t + " for " + query +
+                             " mentioned in the provided text? The special magic " + t + " for " +
+                             query + " mentioned in the provided text are";
+}
+
+// Keys, values, needles, the queried keys (their values are the answers) and the depths.
+NiahDraw DrawNiah(const NiahSpec& ns, int depth, Rng& rng, Sample* sample) {
+  NiahDraw d;
+  const int num_k = std::max(ns.num_k, ns.num_q);
+  while (static_cast<int>(d.keys.size()) < num_k) {
+    std::string k = Draw(ns.key, rng);
+    if (std::find(d.keys.begin(), d.keys.end(), k) == d.keys.end()) d.keys.push_back(k);
+  }
+  d.type = ns.value == ValueKind::kNumbers ? "numbers"
+           : ns.value == ValueKind::kUuids ? "uuids"
+                                           : "words";
+  std::vector<std::vector<std::string>> values(d.keys.size());
+  for (size_t k = 0; k < d.keys.size(); ++k) {
+    for (int v = 0; v < ns.num_v; ++v) {
+      values[k].push_back(Draw(ns.value, rng));
+      d.needles.push_back("One of the special magic " + d.type + " for " + d.keys[k] +
+                          " is: " + values[k].back() + ".");
+    }
+  }
+  rng.Shuffle(d.needles);
+  std::vector<size_t> order(d.keys.size());
+  for (size_t i = 0; i < order.size(); ++i) order[i] = i;
+  rng.Shuffle(order);
+  std::vector<std::string> query_keys;
+  for (int q = 0; q < ns.num_q; ++q) {
+    query_keys.push_back(d.keys[order[q]]);
+    for (const std::string& v : values[order[q]]) sample->answers.push_back(v);
+  }
+  NiahText(ns, JoinKeys(query_keys), &d);
+  // Depths of the needles: the requested one (single needle) or RULER's 40 linear depths
+  // drawn without replacement.
+  if (depth >= 0) {
+    d.depths = {depth};
+  } else {
+    std::vector<int> grid;
+    for (int i = 0; i < 40; ++i) grid.push_back(static_cast<int>(std::lround(i * 100.0 / 39)));
+    rng.Shuffle(grid);
+    d.depths.assign(grid.begin(), grid.begin() + d.needles.size());
+  }
+  return d;
+}
+
+// niah_multikey_2/3: the haystack is distractor needles with fresh keys and values; the real
+// ones at random list slots.
+Builder NiahNeedlesBuilder(const TaskInput& in, const NiahDraw& d, Rng& rng) {
+  const NiahSpec ns = in.spec.niah;
+  const uint64_t distractor_seed = rng.Next();
+  const uint64_t slot_seed = rng.Next();
+  auto build = [=](int64_t n) {
+    Rng drng(distractor_seed);
+    std::vector<std::string> items;
+    for (int64_t i = 0; i < n; ++i) {
+      std::string k = Draw(ns.key, drng);
+      if (std::find(d.keys.begin(), d.keys.end(), k) != d.keys.end()) continue;
+      items.push_back("One of the special magic " + d.type + " for " + k +
+                      " is: " + Draw(ns.value, drng) + ".");
+    }
+    Rng srng(slot_seed);
+    for (const std::string& nd : d.needles) {
+      items.insert(items.begin() + static_cast<int64_t>(srng.Below(items.size() + 1)), nd);
+    }
+    Built b;
+    for (size_t i = 0; i < items.size(); ++i) b.context += (i ? "\n" : "") + items[i];
+    b.context = d.intro + b.context;
+    b.question = d.question;
+    b.needles = d.needles;
+    return b;
+  };
+  return {build, in.options.length / 10};
+}
+
+// The other NIAH tasks: the needles inserted into essay or noise text at their depths.
+Builder NiahTextBuilder(const TaskInput& in, const NiahDraw& d) {
+  const auto hay = LoadHaystack(in.options.haystack_dir, in.tokenizer,
+                                in.spec.niah.hay == HayKind::kNoise, in.options.length);
+  auto build = [hay, d](int64_t n) {
+    const std::string text = hay->Prefix(n);
+    std::vector<std::pair<size_t, std::string>> pieces;
+    for (size_t i = 0; i < d.needles.size(); ++i) {
+      pieces.push_back({SentenceOffset(text, d.depths[i]), d.needles[i] + " "});
+    }
+    Built b;
+    b.context = d.intro + InsertAt(text, pieces);
+    b.question = d.question;
+    b.needles = d.needles;
+    return b;
+  };
+  return {build, in.options.length};
+}
+
+Builder NiahBuilder(const TaskInput& in, Rng& rng, Sample* sample) {
+  const NiahDraw d = DrawNiah(in.spec.niah, in.depth, rng, sample);
+  return in.spec.niah.hay == HayKind::kNeedles ? NiahNeedlesBuilder(in, d, rng)
+                                               : NiahTextBuilder(in, d);
+}
+
+// Variable tracking: a chain of 4 hops hidden between noise blocks.
+Builder VtBuilder(const TaskInput& in, Rng& rng, Sample* sample) {
+  const int hops = 4;
+  std::vector<std::string> names;
+  while (static_cast<int>(names.size()) < hops + 1) {
+    std::string v;
+    for (int i = 0; i < 5; ++i) v.push_back(static_cast<char>('A' + rng.Below(26)));
+    if (std::find(names.begin(), names.end(), v) == names.end()) names.push_back(v);
+  }
+  const std::string value = std::to_string(rng.Range(10000, 99999));
+  std::vector<std::string> chain = {"VAR " + names[0] + " = " + value};
+  for (int j = 1; j <= hops; ++j) chain.push_back("VAR " + names[j] + " = VAR " + names[j - 1]);
+  sample->answers = names;
+  const uint64_t pos_seed = rng.Next();
+  auto build = [=](int64_t n) {
+    std::vector<std::string> items(static_cast<size_t>(n), kNoiseBlock);
+    std::vector<int64_t> slots;
+    Rng prng(pos_seed);
+    for (size_t j = 0; j < chain.size(); ++j) slots.push_back(prng.Range(0, n));
+    std::sort(slots.begin(), slots.end());
+    for (size_t j = 0; j < chain.size(); ++j) {
+      items.insert(items.begin() + slots[j] + static_cast<int64_t>(j), chain[j]);
+    }
+    Built b;
+    b.context =
+        "Memorize and track the chain(s) of variable assignment hidden in the "
+        "following text.\n\n";
+    for (size_t i = 0; i < items.size(); ++i) b.context += (i ? "\n" : "") + items[i];
+    b.question = "Question: Find all variables that are assigned the value " + value +
+                 " in the text above. Answer: According to the chain(s) of variable "
+                 "assignment in the text above, 5 variables are assigned the value " +
+                 value + ", they are: ";
+    b.needles = chain;
+    return b;
+  };
+  return {build, in.options.length / 20};
+}
+
+// The common-words pool: the haystack's words, or (no essays) synthetic pronounceable words.
+std::vector<std::string> CommonWordPool(const Haystack& hay) {
+  std::vector<std::string> pool = hay.words;
+  if (pool.size() < 2000) {
+    const std::string cons = "bcdfghklmnprstvz", vow = "aeiou";
+    Rng wrng(42);
+    std::set<std::string> made(pool.begin(), pool.end());
+    while (made.size() < 2000) {
+      std::string w;
+      for (int i = 0; i < 3; ++i) {
+        w.push_back(cons[wrng.Below(cons.size())]);
+        w.push_back(vow[wrng.Below(vow.size())]);
+      }
+      made.insert(w);
+    }
+    pool.assign(made.begin(), made.end());
+  }
+  return pool;
+}
+
+// Common words extraction: 10 words repeated more often than the rest of a numbered list.
+Builder CweBuilder(const TaskInput& in, Rng& rng, Sample* sample) {
+  const auto hay = LoadHaystack(in.options.haystack_dir, in.tokenizer, false, in.options.length);
+  std::vector<std::string> pool = CommonWordPool(*hay);
+  rng.Shuffle(pool);
+  const int freq_cw = in.options.length >= 4096 ? 30 : 6;
+  const int freq_ucw = in.options.length >= 4096 ? 3 : 1;
+  sample->answers.assign(pool.begin(), pool.begin() + 10);
+  const uint64_t shuffle_seed = rng.Next();
+  auto build = [=](int64_t n) {
+    std::vector<std::string> list;
+    for (int64_t i = 0; i < std::max<int64_t>(n, 10); ++i) {
+      for (int r = 0; r < (i < 10 ? freq_cw : freq_ucw); ++r) list.push_back(pool[i]);
+    }
+    Rng srng(shuffle_seed);
+    srng.Shuffle(list);
+    Built b;
+    b.context =
+        "Below is a numbered list of words. In these words, some appear more often "
+        "than others. Memorize the ones that appear most often.\n";
+    for (size_t i = 0; i < list.size(); ++i) {
+      b.context += (i ? " " : "") + std::to_string(i + 1) + ". " + list[i];
+    }
+    b.question =
+        "Question: What are the 10 most common words in the above list? Answer: The "
+        "top 10 words that appear most often in the list are:";
+    return b;
+  };
+  return {build, std::min<int64_t>(static_cast<int64_t>(pool.size()), in.options.length / 2)};
+}
+
+// Frequent words extraction: coded words with Zipf frequencies; the top three are the answers.
+Builder FweBuilder(const TaskInput& in, Rng& rng, Sample* sample) {
+  const int64_t vocab_size = std::max<int64_t>(8, (in.options.length - in.spec.max_tokens) / 50);
+  std::set<std::string> seen;
+  std::vector<std::string> vocab;
+  while (static_cast<int64_t>(vocab.size()) < vocab_size) {
+    std::string w;
+    for (int i = 0; i < 6; ++i) w.push_back(static_cast<char>('a' + rng.Below(26)));
+    if (seen.insert(w).second) vocab.push_back(w);
+  }
+  vocab[0] = "...";
+  sample->answers.assign(vocab.begin() + 1, vocab.begin() + 4);
+  const uint64_t shuffle_seed = rng.Next();
+  const double zeta2 = M_PI * M_PI / 6.0;
+  auto build = [=](int64_t n) {
+    std::vector<std::string> words;
+    for (int64_t k = 1; k <= vocab_size; ++k) {
+      const auto count =
+          static_cast<int64_t>(static_cast<double>(n) / (static_cast<double>(k * k) * zeta2));
+      for (int64_t c = 0; c < count; ++c) words.push_back(vocab[k - 1]);
+    }
+    Rng srng(shuffle_seed);
+    srng.Shuffle(words);
+    Built b;
+    b.context =
+        "Read the following coded text and track the frequency of each coded word. "
+        "Find the three most frequently appeared coded words. ";
+    for (size_t i = 0; i < words.size(); ++i) b.context += (i ? " " : "") + words[i];
+    b.question =
+        "Question: Do not provide any explanation. Please ignore the dots '....'. "
+        "What are the three most frequently appeared words in the above coded "
+        "text? Answer: According to the coded text above, the three most "
+        "frequently appeared words are:";
+    return b;
+  };
+  return {build, in.options.length};
+}
+
+Builder TaskBuilder(const TaskInput& in, Rng& rng, Sample* sample) {
+  switch (in.spec.kind) {
+    case Kind::kPasskey:
+      return PasskeyBuilder(in, rng, sample);
+    case Kind::kNeedle:
+      return NeedleBuilder(in, rng, sample);
+    case Kind::kNiah:
+      return NiahBuilder(in, rng, sample);
+    case Kind::kVt:
+      return VtBuilder(in, rng, sample);
+    case Kind::kCwe:
+      return CweBuilder(in, rng, sample);
+    case Kind::kFwe:
+      return FweBuilder(in, rng, sample);
+  }
+  throw Error("sift-bench: task kind without a builder");
+}
+
 }  // namespace
 
 std::vector<std::string> TaskNames() {
@@ -236,275 +567,10 @@ Sample MakeSample(const TaskOptions& options, const Tokenizer& tokenizer, int64_
   sample.id = spec.name + "/" + std::to_string(options.length) +
               (depth >= 0 ? "/d" + std::to_string(depth) : "") + "/" + std::to_string(index);
 
-  const std::string dir = options.haystack_dir;
-  const int64_t budget = options.length;  // upper bound on haystack tokens
-  std::function<Built(int64_t)> build;
-  int64_t max_n = budget;
-
-  switch (spec.kind) {
-    case Kind::kPasskey: {
-      const auto hay = LoadHaystack(dir, tokenizer, false, budget);
-      std::string id;
-      for (int i = 0; i < 3; ++i) id += kKeyWords[rng.Below(kKeyWords.size())] + "-";
-      id += std::to_string(rng.Range(10, 99));
-      std::string value;
-      for (int i = 0; i < digits; ++i) value.push_back(static_cast<char>('0' + rng.Below(10)));
-      const std::string needle = "The " + id + " magic passkey is " + value + ".";
-      sample.answers = {value};
-      build = [hay, needle, id, depth](int64_t n) {
-        const std::string text = hay->Prefix(n);
-        Built b;
-        b.context = InsertAt(text, {{SentenceOffset(text, depth), "\n" + needle + "\n"}});
-        // ILRe's answer prefix ("\n\nThe <id> magic passkey is") would sit in the user turn
-        // here (no assistant prefill in the protocol); the instruct model then continues it as
-        // prose instead of answering, so it is left out: the model writes it itself.
-        b.question = "# What's the " + id + " magic passkey?";
-        b.needles = {needle};
-        return b;
-      };
-      break;
-    }
-    case Kind::kNeedle: {
-      const auto hay = LoadHaystack(dir, tokenizer, false, budget);
-      sample.answers = {"sandwich", "dolores park"};
-      // One fixed needle: sample 0 is the classic NIAH prompt (the haystack from its start);
-      // further samples at the same depth take the haystack from another point of the corpus,
-      // or they would repeat sample 0's prompt exactly.
-      const int64_t room = static_cast<int64_t>(hay->tokens.size()) - budget;
-      const int64_t start = index == 0 || room <= 0 ? 0 : rng.Range(1, room);
-      build = [hay, depth, start](int64_t n) {
-        const std::string text = hay->Window(start, n);
-        Built b;
-        b.context = InsertAt(text, {{SentenceOffset(text, depth), std::string(kNeedle) + " "}});
-        b.question =
-            "What is the best thing to do in San Francisco? Don't give information outside the "
-            "document or repeat your findings";
-        b.needles = {kNeedle};
-        return b;
-      };
-      break;
-    }
-    case Kind::kNiah: {
-      const NiahSpec& ns = spec.niah;
-      const int num_k = std::max(ns.num_k, ns.num_q);
-      std::vector<std::string> keys;
-      while (static_cast<int>(keys.size()) < num_k) {
-        std::string k = Draw(ns.key, rng);
-        if (std::find(keys.begin(), keys.end(), k) == keys.end()) keys.push_back(k);
-      }
-      const std::string type = ns.value == ValueKind::kNumbers ? "numbers"
-                               : ns.value == ValueKind::kUuids ? "uuids"
-                                                               : "words";
-      std::vector<std::string> needles;
-      std::vector<std::vector<std::string>> values(keys.size());
-      for (size_t k = 0; k < keys.size(); ++k) {
-        for (int v = 0; v < ns.num_v; ++v) {
-          values[k].push_back(Draw(ns.value, rng));
-          needles.push_back("One of the special magic " + type + " for " + keys[k] +
-                            " is: " + values[k].back() + ".");
-        }
-      }
-      rng.Shuffle(needles);
-      std::vector<size_t> order(keys.size());
-      for (size_t i = 0; i < order.size(); ++i) order[i] = i;
-      rng.Shuffle(order);
-      std::vector<std::string> query_keys;
-      for (int q = 0; q < ns.num_q; ++q) {
-        query_keys.push_back(keys[order[q]]);
-        for (const std::string& v : values[order[q]]) sample.answers.push_back(v);
-      }
-      const std::string query = JoinKeys(query_keys);
-      const bool single = ns.num_q * ns.num_v == 1;
-      const std::string t = single ? type.substr(0, type.size() - 1) : type;
-      const std::string intro =
-          single ? "A special magic " + t +
-                       " is hidden within the following text. Make sure to memorize it. I will "
-                       "quiz you about the " +
-                       t + " afterwards.\n"
-                 : "Some special magic " + t +
-                       " are hidden within the following text. Make sure to memorize it. I will "
-                       "quiz you about the " +
-                       t + " afterwards.\n";
-      const std::string question =
-          single ? "What is the special magic " + t + " for " + query +
-                       " mentioned in the provided text? The special magic " + t + " for " + query +
-                       " mentioned in the provided text is"
-                 : "What are all the special magic " + t + " for " + query +
-                       " mentioned in the provided text? The special magic " + t + " for " + query +
-                       " mentioned in the provided text are";
-      // Depths of the needles: the requested one (single needle) or RULER's 40 linear depths
-      // drawn without replacement.
-      std::vector<int> depths;
-      if (depth >= 0) {
-        depths = {depth};
-      } else {
-        std::vector<int> grid;
-        for (int i = 0; i < 40; ++i) grid.push_back(static_cast<int>(std::lround(i * 100.0 / 39)));
-        rng.Shuffle(grid);
-        depths.assign(grid.begin(), grid.begin() + needles.size());
-      }
-      if (ns.hay == HayKind::kNeedles) {
-        // Distractor needles with fresh keys and values; the real ones at random list slots.
-        const uint64_t distractor_seed = rng.Next();
-        const uint64_t slot_seed = rng.Next();
-        max_n = budget / 10;
-        build = [=](int64_t n) {
-          Rng drng(distractor_seed);
-          std::vector<std::string> items;
-          for (int64_t i = 0; i < n; ++i) {
-            std::string k = Draw(ns.key, drng);
-            if (std::find(keys.begin(), keys.end(), k) != keys.end()) continue;
-            items.push_back("One of the special magic " + type + " for " + k +
-                            " is: " + Draw(ns.value, drng) + ".");
-          }
-          Rng srng(slot_seed);
-          for (const std::string& nd : needles) {
-            items.insert(items.begin() + static_cast<int64_t>(srng.Below(items.size() + 1)), nd);
-          }
-          Built b;
-          for (size_t i = 0; i < items.size(); ++i) b.context += (i ? "\n" : "") + items[i];
-          b.context = intro + b.context;
-          b.question = question;
-          b.needles = needles;
-          return b;
-        };
-      } else {
-        const auto hay = LoadHaystack(dir, tokenizer, ns.hay == HayKind::kNoise, budget);
-        build = [=](int64_t n) {
-          const std::string text = hay->Prefix(n);
-          std::vector<std::pair<size_t, std::string>> pieces;
-          for (size_t i = 0; i < needles.size(); ++i) {
-            pieces.push_back({SentenceOffset(text, depths[i]), needles[i] + " "});
-          }
-          Built b;
-          b.context = intro + InsertAt(text, pieces);
-          b.question = question;
-          b.needles = needles;
-          return b;
-        };
-      }
-      break;
-    }
-    case Kind::kVt: {
-      const int hops = 4;
-      std::vector<std::string> names;
-      while (static_cast<int>(names.size()) < hops + 1) {
-        std::string v;
-        for (int i = 0; i < 5; ++i) v.push_back(static_cast<char>('A' + rng.Below(26)));
-        if (std::find(names.begin(), names.end(), v) == names.end()) names.push_back(v);
-      }
-      const std::string value = std::to_string(rng.Range(10000, 99999));
-      std::vector<std::string> chain = {"VAR " + names[0] + " = " + value};
-      for (int j = 1; j <= hops; ++j) chain.push_back("VAR " + names[j] + " = VAR " + names[j - 1]);
-      sample.answers = names;
-      const uint64_t pos_seed = rng.Next();
-      max_n = budget / 20;
-      build = [=](int64_t n) {
-        std::vector<std::string> items(static_cast<size_t>(n), kNoiseBlock);
-        std::vector<int64_t> slots;
-        Rng prng(pos_seed);
-        for (size_t j = 0; j < chain.size(); ++j) slots.push_back(prng.Range(0, n));
-        std::sort(slots.begin(), slots.end());
-        for (size_t j = 0; j < chain.size(); ++j) {
-          items.insert(items.begin() + slots[j] + static_cast<int64_t>(j), chain[j]);
-        }
-        Built b;
-        b.context =
-            "Memorize and track the chain(s) of variable assignment hidden in the "
-            "following text.\n\n";
-        for (size_t i = 0; i < items.size(); ++i) b.context += (i ? "\n" : "") + items[i];
-        b.question = "Question: Find all variables that are assigned the value " + value +
-                     " in the text above. Answer: According to the chain(s) of variable "
-                     "assignment in the text above, 5 variables are assigned the value " +
-                     value + ", they are: ";
-        b.needles = chain;
-        return b;
-      };
-      break;
-    }
-    case Kind::kCwe: {
-      const auto hay = LoadHaystack(dir, tokenizer, false, budget);
-      std::vector<std::string> pool = hay->words;
-      if (pool.size() < 2000) {  // no essays: synthetic pronounceable words
-        const std::string cons = "bcdfghklmnprstvz", vow = "aeiou";
-        Rng wrng(42);
-        std::set<std::string> made(pool.begin(), pool.end());
-        while (made.size() < 2000) {
-          std::string w;
-          for (int i = 0; i < 3; ++i) {
-            w.push_back(cons[wrng.Below(cons.size())]);
-            w.push_back(vow[wrng.Below(vow.size())]);
-          }
-          made.insert(w);
-        }
-        pool.assign(made.begin(), made.end());
-      }
-      rng.Shuffle(pool);
-      const int freq_cw = options.length >= 4096 ? 30 : 6;
-      const int freq_ucw = options.length >= 4096 ? 3 : 1;
-      sample.answers.assign(pool.begin(), pool.begin() + 10);
-      const uint64_t shuffle_seed = rng.Next();
-      max_n = std::min<int64_t>(static_cast<int64_t>(pool.size()), budget / 2);
-      build = [=](int64_t n) {
-        std::vector<std::string> list;
-        for (int64_t i = 0; i < std::max<int64_t>(n, 10); ++i) {
-          for (int r = 0; r < (i < 10 ? freq_cw : freq_ucw); ++r) list.push_back(pool[i]);
-        }
-        Rng srng(shuffle_seed);
-        srng.Shuffle(list);
-        Built b;
-        b.context =
-            "Below is a numbered list of words. In these words, some appear more often "
-            "than others. Memorize the ones that appear most often.\n";
-        for (size_t i = 0; i < list.size(); ++i) {
-          b.context += (i ? " " : "") + std::to_string(i + 1) + ". " + list[i];
-        }
-        b.question =
-            "Question: What are the 10 most common words in the above list? Answer: The "
-            "top 10 words that appear most often in the list are:";
-        return b;
-      };
-      break;
-    }
-    case Kind::kFwe: {
-      const int64_t vocab_size = std::max<int64_t>(8, (options.length - spec.max_tokens) / 50);
-      std::set<std::string> seen;
-      std::vector<std::string> vocab;
-      while (static_cast<int64_t>(vocab.size()) < vocab_size) {
-        std::string w;
-        for (int i = 0; i < 6; ++i) w.push_back(static_cast<char>('a' + rng.Below(26)));
-        if (seen.insert(w).second) vocab.push_back(w);
-      }
-      vocab[0] = "...";
-      sample.answers.assign(vocab.begin() + 1, vocab.begin() + 4);
-      const uint64_t shuffle_seed = rng.Next();
-      const double zeta2 = M_PI * M_PI / 6.0;
-      max_n = budget;
-      build = [=](int64_t n) {
-        std::vector<std::string> words;
-        for (int64_t k = 1; k <= vocab_size; ++k) {
-          const auto count =
-              static_cast<int64_t>(static_cast<double>(n) / (static_cast<double>(k * k) * zeta2));
-          for (int64_t c = 0; c < count; ++c) words.push_back(vocab[k - 1]);
-        }
-        Rng srng(shuffle_seed);
-        srng.Shuffle(words);
-        Built b;
-        b.context =
-            "Read the following coded text and track the frequency of each coded word. "
-            "Find the three most frequently appeared coded words. ";
-        for (size_t i = 0; i < words.size(); ++i) b.context += (i ? " " : "") + words[i];
-        b.question =
-            "Question: Do not provide any explanation. Please ignore the dots '....'. "
-            "What are the three most frequently appeared words in the above coded "
-            "text? Answer: According to the coded text above, the three most "
-            "frequently appeared words are:";
-        return b;
-      };
-      break;
-    }
-  }
-  Built b = Fit(build, tokenizer, options.length, spec.max_tokens, max_n, &sample.prompt_tokens);
+  const Builder builder =
+      TaskBuilder({options, spec, tokenizer, index, depth, digits}, rng, &sample);
+  Built b = Fit(builder.build, tokenizer, options.length, spec.max_tokens, builder.max_n,
+                &sample.prompt_tokens);
   sample.context = std::move(b.context);
   sample.question = std::move(b.question);
   sample.needles = std::move(b.needles);

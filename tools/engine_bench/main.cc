@@ -72,37 +72,21 @@ struct Settings {
   bool machine = true;
 };
 
-// One prefill + decode configuration (dtype) of the model.
-json BenchConfig(const Settings& s, const std::string& dtype_name) {
-  sift::ModelOptions mo;
-  mo.dtype = sift::ParseDtype(dtype_name);
-  mo.device = at::Device(s.device);
-  mo.threads = s.threads;
-  mo.context_length = s.n_ctx;
-  mo.cpu_kernels = s.kernels != "torch";
-  mo.weights = sift::ParseWeightFormat(s.weights);
-  const auto t_load = Clock::now();
-  const auto model = sift::Model::Load(s.model_path, mo);
-  const sift::ModelConfig& c = model->config();
-  json out = {{"dtype", dtype_name},
-              {"kernels", s.kernels},
-              {"weights", model->native_weights() ? "native" : "dense"},
-              {"kernel_summary", model->KernelSummary()},
-              {"load_s", Seconds(t_load)},
-              {"weight_mib", model->weights().Bytes() / 1048576.0},
-              {"native_weight_mib", model->quantized_weights().Bytes() / 1048576.0}};
+// Operators and host reads of one prefill, per layer (counted apart from the timed runs).
+void CountPrefillOps(const sift::Model& model, json* out) {
+  const sift::ModelConfig& c = model.config();
+  const int64_t n = std::min<int64_t>(256, c.context_length);
+  sift::KvCache cache = model.NewCache();
+  sift::OpCounter count;
+  sift::HostInt(model.Forward(SyntheticPrompt(n, c.vocab_size), 0, cache).argmax());
+  (*out)["prefill_ops_per_layer"] = static_cast<double>(count.ops()) / c.num_layers;
+  (*out)["prefill_host_reads_per_layer"] = static_cast<double>(count.host_reads()) / c.num_layers;
+  (*out)["prefill_counted_tokens"] = n;
+}
 
-  // Operators and host reads of one prefill, per layer (counted apart from the timed runs).
-  {
-    const int64_t n = std::min<int64_t>(256, c.context_length);
-    sift::KvCache cache = model->NewCache();
-    sift::OpCounter count;
-    sift::HostInt(model->Forward(SyntheticPrompt(n, c.vocab_size), 0, cache).argmax());
-    out["prefill_ops_per_layer"] = static_cast<double>(count.ops()) / c.num_layers;
-    out["prefill_host_reads_per_layer"] = static_cast<double>(count.host_reads()) / c.num_layers;
-    out["prefill_counted_tokens"] = n;
-  }
-
+// Best-of-reps prefill time at each --lengths.
+json BenchPrefill(const sift::Model& model, const Settings& s, const std::string& dtype_name) {
+  const sift::ModelConfig& c = model.config();
   json prefill = json::array();
   for (int64_t n : s.lengths) {
     if (n > c.context_length) {
@@ -115,9 +99,9 @@ json BenchConfig(const Settings& s, const std::string& dtype_name) {
     sift::bench::ResetPeakRss();
     double best = 1e30;
     for (int r = 0; r < reps; ++r) {
-      sift::KvCache cache = model->NewCache();
+      sift::KvCache cache = model.NewCache();
       const auto t0 = Clock::now();
-      sift::HostInt(model->Forward(ids, 0, cache).argmax());  // waits for the device
+      sift::HostInt(model.Forward(ids, 0, cache).argmax());  // waits for the device
       best = std::min(best, Seconds(t0));
     }
     const double gflops = PrefillFlops(c, n) / best / 1e9;
@@ -130,19 +114,23 @@ json BenchConfig(const Settings& s, const std::string& dtype_name) {
     std::fprintf(stderr, "[bench] %s prefill %lld: %.3f s, %.0f tok/s\n", dtype_name.c_str(),
                  static_cast<long long>(n), best, n / best);
   }
-  out["prefill"] = prefill;
+  return prefill;
+}
 
+// Decode time per token at each --contexts, with the operators and host reads of one step.
+json BenchDecode(const sift::Model& model, const Settings& s, const std::string& dtype_name) {
+  const sift::ModelConfig& c = model.config();
   json decode = json::array();
   for (int64_t ctx : s.contexts) {
     if (ctx + s.decode_tokens + 2 > c.context_length) continue;
     sift::bench::ResetPeakRss();
-    sift::KvCache cache = model->NewCache();
+    sift::KvCache cache = model.NewCache();
     cache.set_headroom(s.decode_tokens + 2);
-    at::Tensor logits = model->Forward(SyntheticPrompt(ctx, c.vocab_size), 0, cache);
+    at::Tensor logits = model.Forward(SyntheticPrompt(ctx, c.vocab_size), 0, cache);
     int64_t pos = ctx;
     auto step = [&] {
       const auto next = static_cast<sift::TokenId>(sift::HostInt(logits.argmax()));
-      logits = model->Forward({next}, pos++, cache);
+      logits = model.Forward({next}, pos++, cache);
     };
     step();  // warm-up
     double ops = 0, reads = 0;
@@ -169,7 +157,30 @@ json BenchConfig(const Settings& s, const std::string& dtype_name) {
     std::fprintf(stderr, "[bench] %s decode at %lld: %.2f ms/token, %.0f ops, %.0f host reads\n",
                  dtype_name.c_str(), static_cast<long long>(ctx), ms, ops, reads);
   }
-  out["decode"] = decode;
+  return decode;
+}
+
+// One prefill + decode configuration (dtype) of the model.
+json BenchConfig(const Settings& s, const std::string& dtype_name) {
+  sift::ModelOptions mo;
+  mo.dtype = sift::ParseDtype(dtype_name);
+  mo.device = at::Device(s.device);
+  mo.threads = s.threads;
+  mo.context_length = s.n_ctx;
+  mo.cpu_kernels = s.kernels != "torch";
+  mo.weights = sift::ParseWeightFormat(s.weights);
+  const auto t_load = Clock::now();
+  const auto model = sift::Model::Load(s.model_path, mo);
+  json out = {{"dtype", dtype_name},
+              {"kernels", s.kernels},
+              {"weights", model->native_weights() ? "native" : "dense"},
+              {"kernel_summary", model->KernelSummary()},
+              {"load_s", Seconds(t_load)},
+              {"weight_mib", model->weights().Bytes() / 1048576.0},
+              {"native_weight_mib", model->quantized_weights().Bytes() / 1048576.0}};
+  CountPrefillOps(*model, &out);
+  out["prefill"] = BenchPrefill(*model, s, dtype_name);
+  out["decode"] = BenchDecode(*model, s, dtype_name);
   return out;
 }
 

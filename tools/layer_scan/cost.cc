@@ -60,6 +60,92 @@ double Ms(std::chrono::steady_clock::time_point a, std::chrono::steady_clock::ti
   return std::chrono::duration<double, std::milli>(b - a).count();
 }
 
+// The pipeline's stages: [pass-1 prefill, filter,] prefill_full.
+std::vector<std::unique_ptr<Stage>> MakeStages(const Model& model, const CostOptions& options) {
+  std::vector<std::unique_ptr<Stage>> stages;
+  if (options.pipeline == "gemfilter") {
+    stages.push_back(std::make_unique<plugins::PrefillPartialStage>(
+        Params("prefill_partial", options.pass1_params, model, options.pipelines_dir), model));
+    stages.push_back(std::make_unique<plugins::GemFilterStage>(
+        Params("gemfilter", options.filter_params, model, options.pipelines_dir), model));
+  } else if (options.pipeline == "ilre") {
+    stages.push_back(std::make_unique<plugins::PrefillStreamingStage>(
+        Params("prefill_streaming", options.pass1_params, model, options.pipelines_dir), model));
+    stages.push_back(std::make_unique<plugins::IlreStage>(
+        Params("ilre", options.filter_params, model, options.pipelines_dir), model));
+  }
+  stages.push_back(std::make_unique<plugins::PrefillFullStage>(
+      Params("prefill_full", {}, model, options.pipelines_dir), model));
+  return stages;
+}
+
+// Wall time and peak RSS of each stage, and whether the re-prefill's prompt holds the answer.
+struct StageCosts {
+  std::vector<double> stage_ms, stage_peak;
+  double peak = 0;
+  bool answer_kept = false;
+};
+
+StageCosts RunStages(const Model& model, const std::vector<std::unique_ptr<Stage>>& stages,
+                     const ScanPrompt& p, RequestState& state) {
+  QuietContext context;
+  StageCosts costs;
+  ResetPeakRss();
+  auto t0 = std::chrono::steady_clock::now();
+  for (size_t i = 0; i < stages.size(); ++i) {
+    const Status st = stages[i]->Run(model, state, context);
+    SIFT_CHECK(st.ok(), "cost: stage failed: ", st.message());
+    const auto t1 = std::chrono::steady_clock::now();
+    costs.stage_ms.push_back(Ms(t0, t1));
+    if (i + 2 == stages.size() || stages.size() == 1) {
+      // The prompt the re-prefill sees (after the filter): does it still hold the answer?
+      const std::string text = model.tokenizer().Decode(state.tokens);
+      for (const std::string& a : p.sample.answers) {
+        costs.answer_kept = costs.answer_kept || text.find(a) != std::string::npos;
+      }
+    }
+    costs.stage_peak.push_back(StatusMiB("VmHWM"));
+    costs.peak = std::max(costs.peak, costs.stage_peak.back());
+    ResetPeakRss();
+    t0 = std::chrono::steady_clock::now();
+  }
+  return costs;
+}
+
+// One sample through the pipeline: its JSON line.
+nlohmann::json MeasureSample(const Model& model, const CostOptions& options, const ScanPrompt& p,
+                             int64_t length, int depth) {
+  const std::vector<std::unique_ptr<Stage>> stages = MakeStages(model, options);
+  RequestState state;
+  state.tokens = p.tokens;
+  state.question_begin = p.question_begin;
+  state.generation.max_tokens = options.max_tokens > 0 ? options.max_tokens : p.sample.max_tokens;
+  for (auto& s : stages) SIFT_CHECK(s->Plan(model, state.plan).ok(), "cost: plan failed");
+  const double rss_before = StatusMiB("VmRSS");
+  const StageCosts costs = RunStages(model, stages, p, state);
+  const auto t_first = std::chrono::steady_clock::now();
+  (void)HostInt(state.last_logits.argmax());  // the first token
+  double ttft = Ms(t_first, std::chrono::steady_clock::now());
+  for (double ms : costs.stage_ms) ttft += ms;
+  const int64_t kept = static_cast<int64_t>(state.tokens.size());
+  GenerationResult result =
+      Generate(model, *state.cache, state.last_logits, state.next_position, state.generation);
+  return {{"pipeline", options.pipeline},
+          {"id", p.sample.id},
+          {"length", length},
+          {"depth", depth},
+          {"prompt_tokens", static_cast<int64_t>(p.tokens.size())},
+          {"kept_tokens", kept},
+          {"stage_ms", costs.stage_ms},
+          {"ttft_ms", ttft},
+          {"rss_before_mib", rss_before},
+          {"peak_rss_mib", costs.peak},
+          {"stage_peak_rss_mib", costs.stage_peak},
+          {"answer_kept", costs.answer_kept},
+          {"score", bench::Score(p.sample, result.text)},
+          {"text", result.text}};
+}
+
 }  // namespace
 
 int RunCost(const Model& model, const CostOptions& options) {
@@ -76,74 +162,7 @@ int RunCost(const Model& model, const CostOptions& options) {
         t.seed = options.seed;
         t.haystack_dir = options.haystack_dir;
         const ScanPrompt p = BuildPrompt(model.tokenizer(), t, index);
-        std::vector<std::unique_ptr<Stage>> stages;
-        if (options.pipeline == "gemfilter") {
-          stages.push_back(std::make_unique<plugins::PrefillPartialStage>(
-              Params("prefill_partial", options.pass1_params, model, options.pipelines_dir),
-              model));
-          stages.push_back(std::make_unique<plugins::GemFilterStage>(
-              Params("gemfilter", options.filter_params, model, options.pipelines_dir), model));
-        } else if (options.pipeline == "ilre") {
-          stages.push_back(std::make_unique<plugins::PrefillStreamingStage>(
-              Params("prefill_streaming", options.pass1_params, model, options.pipelines_dir),
-              model));
-          stages.push_back(std::make_unique<plugins::IlreStage>(
-              Params("ilre", options.filter_params, model, options.pipelines_dir), model));
-        }
-        stages.push_back(std::make_unique<plugins::PrefillFullStage>(
-            Params("prefill_full", {}, model, options.pipelines_dir), model));
-        RequestState state;
-        state.tokens = p.tokens;
-        state.question_begin = p.question_begin;
-        state.generation.max_tokens =
-            options.max_tokens > 0 ? options.max_tokens : p.sample.max_tokens;
-        for (auto& s : stages) SIFT_CHECK(s->Plan(model, state.plan).ok(), "cost: plan failed");
-        QuietContext context;
-        const double rss_before = StatusMiB("VmRSS");
-        ResetPeakRss();
-        std::vector<double> stage_ms, stage_peak;
-        double peak = 0;
-        auto t0 = std::chrono::steady_clock::now();
-        bool answer_kept = false;
-        for (size_t i = 0; i < stages.size(); ++i) {
-          const Status st = stages[i]->Run(model, state, context);
-          SIFT_CHECK(st.ok(), "cost: stage failed: ", st.message());
-          const auto t1 = std::chrono::steady_clock::now();
-          stage_ms.push_back(Ms(t0, t1));
-          if (i + 2 == stages.size() || stages.size() == 1) {
-            // The prompt the re-prefill sees (after the filter): does it still hold the answer?
-            const std::string text = model.tokenizer().Decode(state.tokens);
-            for (const std::string& a : p.sample.answers) {
-              answer_kept = answer_kept || text.find(a) != std::string::npos;
-            }
-          }
-          stage_peak.push_back(StatusMiB("VmHWM"));
-          peak = std::max(peak, stage_peak.back());
-          ResetPeakRss();
-          t0 = std::chrono::steady_clock::now();
-        }
-        const auto t_first = std::chrono::steady_clock::now();
-        (void)HostInt(state.last_logits.argmax());  // the first token
-        double ttft = Ms(t_first, std::chrono::steady_clock::now());
-        for (double ms : stage_ms) ttft += ms;
-        const int64_t kept = static_cast<int64_t>(state.tokens.size());
-        GenerationResult result =
-            Generate(model, *state.cache, state.last_logits, state.next_position, state.generation);
-        nlohmann::json row = {{"pipeline", options.pipeline},
-                              {"id", p.sample.id},
-                              {"length", length},
-                              {"depth", depth},
-                              {"prompt_tokens", static_cast<int64_t>(p.tokens.size())},
-                              {"kept_tokens", kept},
-                              {"stage_ms", stage_ms},
-                              {"ttft_ms", ttft},
-                              {"rss_before_mib", rss_before},
-                              {"peak_rss_mib", peak},
-                              {"stage_peak_rss_mib", stage_peak},
-                              {"answer_kept", answer_kept},
-                              {"score", bench::Score(p.sample, result.text)},
-                              {"text", result.text}};
-        std::cout << row.dump() << std::endl;
+        std::cout << MeasureSample(model, options, p, length, depth).dump() << std::endl;
       }
     }
   }

@@ -240,6 +240,197 @@ int ParseArgs(int argc, char** argv, Args* a) {
   return sift::cli::kContinue;
 }
 
+// What the phases measured, filled in order by main and RunLoad.
+struct Measured {
+  int64_t rss_base = -1, rss_after = -1;
+  std::atomic<int64_t> rss_peak{-1};
+  std::vector<double> idle_ping, load_ping;
+  std::vector<double> rss_rounds;  // MB after each round
+  Results idle_gen, load;
+  std::vector<std::string> swaps;
+  double wall_s = 0;
+  int total = 0, completed = 0;
+};
+
+// Runs the swap hook at 1/3 and 2/3 of the first round's requests.
+void RunSwaps(const Args& a, const std::atomic<bool>& stop, Measured* m) {
+  if (a.swap_hook.empty()) return;
+  const int round_total = a.clients * a.requests;
+  Results& r = m->load;
+  for (int k = 1; k <= 2 && !stop.load(); ++k) {
+    while (!stop.load() && r.done.load() < round_total * k / 3) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(5));
+    }
+    if (stop.load()) return;
+    const auto t0 = Clock::now();
+    const int rc = std::system(a.swap_hook.c_str());
+    m->swaps.push_back("swap " + std::to_string(k) + " at request " +
+                       std::to_string(r.done.load()) + ": exit " + std::to_string(rc) + " (" +
+                       Fmt(Ms(t0, Clock::now()), 0) + " ms)");
+    if (rc != 0) r.Problem("swap hook failed: exit " + std::to_string(rc));
+  }
+}
+
+// The load: a.rounds rounds of a.clients closed-loop clients, with a pinger, an RSS sampler and
+// the swap hook beside them.
+void RunLoad(zmq::context_t& ctx, const Args& a, Clock::time_point deadline, Measured* m) {
+  std::atomic<bool> stop{false};
+  m->rss_peak = m->rss_base;
+  std::thread pinger([&] { m->load_ping = PingLoop(ctx, a, -1, &stop, 5); });
+  std::thread sampler([&] {
+    while (!stop.load()) {
+      if (a.pid) m->rss_peak = std::max<int64_t>(m->rss_peak.load(), RssKb(a.pid));
+      std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    }
+  });
+  std::thread swapper([&] { RunSwaps(a, stop, m); });
+  for (int round = 0; round < a.rounds; ++round) {
+    const auto start = Clock::now();
+    std::vector<std::thread> clients;
+    for (int i = 0; i < a.clients; ++i) {
+      clients.emplace_back(
+          [&, i, round] { RunClient(ctx, a, i + 1000 * round, a.requests, &m->load, deadline); });
+    }
+    for (auto& t : clients) t.join();
+    m->wall_s += Ms(start, Clock::now()) / 1000;
+    if (round == 0) swapper.join();
+    std::this_thread::sleep_for(std::chrono::milliseconds(1500));
+    m->rss_rounds.push_back(a.pid ? RssKb(a.pid) / 1024.0 : -1);
+  }
+  stop = true;
+  pinger.join();
+  sampler.join();
+  m->rss_after = a.pid ? RssKb(a.pid) : -1;
+}
+
+json P50P99(const std::vector<double>& v) {
+  return {{"p50", Percentile(v, 50)}, {"p99", Percentile(v, 99)}};
+}
+
+json NP50P99(const std::vector<double>& v) {
+  return {{"n", v.size()}, {"p50", Percentile(v, 50)}, {"p99", Percentile(v, 99)}};
+}
+
+// The JSON summary printed on stdout.
+json Summarize(const Args& a, const Measured& m) {
+  const Results& r = m.load;
+  return {
+      {"clients", a.clients},
+      {"requests_per_client", a.requests},
+      {"completed", m.completed},
+      {"outcomes", r.outcomes},
+      {"retried_rejections", r.rejected.load()},
+      {"violations", r.violations},
+      {"problems", r.problems},
+      {"wall_s", m.wall_s},
+      {"requests_per_s", m.completed / m.wall_s},
+      {"overhead_ms",
+       {{"p50", Percentile(r.overhead_ms, 50)},
+        {"p99", Percentile(r.overhead_ms, 99)},
+        {"max", Percentile(r.overhead_ms, 100)}}},
+      {"transport_ms", P50P99(r.transport_ms)},
+      {"client_e2e_ms", P50P99(r.client_e2e_ms)},
+      {"daemon_e2e_ms", P50P99(r.daemon_e2e_ms)},
+      {"queue_ms", P50P99(r.queue_ms)},
+      {"ping_idle_ms", NP50P99(m.idle_ping)},
+      {"ping_load_ms", NP50P99(m.load_ping)},
+      {"rss_mb",
+       {{"baseline", m.rss_base / 1024.0},
+        {"peak", m.rss_peak.load() / 1024.0},
+        {"after", m.rss_after / 1024.0},
+        {"growth", (m.rss_after - m.rss_base) / 1024.0}}},
+      {"swaps", m.swaps},
+      {"catalog_generations", json(r.generations).dump()},
+      {"rss_mb_after_each_round", m.rss_rounds},
+      {"idle_generate_ms", NP50P99(m.idle_gen.client_e2e_ms)},
+  };
+}
+
+// The checks table of the Markdown section.
+void WriteChecks(const Args& a, const Measured& m, std::ostream& md) {
+  const Results& r = m.load;
+  md << "| check | result |\n|---|---|\n"
+     << "| requests completed | " << m.completed << " of " << m.total << " |\n"
+     << "| outcomes | `" << json(r.outcomes).dump() << "` |\n"
+     << "| retryable rejections (retried) | " << r.rejected.load() << " |\n"
+     << "| exactly one terminal per request, nothing after it, chunk seq without gaps | "
+     << (r.violations == 0 ? "yes" : "NO: " + std::to_string(r.violations) + " violations")
+     << " |\n"
+     << "| plugin hot swaps during the load | " << m.swaps.size() << " |\n";
+  for (const std::string& s : m.swaps) md << "| | " << s << " |\n";
+  md << "| requests per catalog generation `[generation, count]` | `" << json(r.generations).dump()
+     << "` |\n"
+     << "| daemon RSS baseline / peak / after (MB) | " << Fmt(m.rss_base / 1024.0, 1) << " / "
+     << Fmt(m.rss_peak.load() / 1024.0, 1) << " / " << Fmt(m.rss_after / 1024.0, 1) << " (growth "
+     << Fmt((m.rss_after - m.rss_base) / 1024.0, 1) << " MB) |\n";
+  if (a.rounds > 1) {
+    md << "| daemon RSS after each round (MB) |";
+    for (double v : m.rss_rounds) md << " " << Fmt(v, 1);
+    md << " |\n";
+  }
+  md << "| throughput | " << Fmt(m.completed / m.wall_s, 1) << " requests/s (" << m.completed
+     << " in " << Fmt(m.wall_s, 2) << " s) |\n\n";
+}
+
+// Appends one section to --out; tools/load_test/run.sh writes the document's head.
+void AppendSection(const Args& a, const Measured& m, const json& summary) {
+  std::ostringstream md;
+  auto row = [&](const std::string& what, const json& v, const std::string& note) {
+    md << "| " << what << " | " << Fmt(v["p50"].get<double>()) << " | "
+       << Fmt(v["p99"].get<double>()) << " | " << note << " |\n";
+  };
+  md << "## " << (a.label.empty() ? "Run" : a.label) << "\n\n"
+     << "Workload: " << a.clients << " concurrent DEALER clients x " << a.requests
+     << " requests each" << (a.rounds > 1 ? " x " + std::to_string(a.rounds) + " rounds" : "")
+     << ", one request in flight per client (closed loop), pipeline `" << a.pipeline
+     << "`, prompt \"" << a.prompt << "\" (raw prompt), max_tokens " << a.max_tokens
+     << ", streaming on. A pinger sends `ping` every 5 ms during the load.\n\n";
+  WriteChecks(a, m, md);
+  md << "| latency (ms) | p50 | p99 | what it is |\n|---|---|---|---|\n";
+  row("daemon overhead per request", summary["overhead_ms"],
+      "from each final's stats: e2e - queue - sum(stage ms) = parse, admission, "
+      "tokenisation, dispatch, chunk/final building");
+  row("transport + I/O thread", summary["transport_ms"],
+      "client round trip - daemon e2e: ZeroMQ both ways, loopback TCP, I/O thread, the "
+      "client's own scheduling");
+  row("ping round trip, idle", summary["ping_idle_ms"],
+      std::to_string(m.idle_ping.size()) + " sequential pings before the load");
+  row("ping round trip, under load", summary["ping_load_ms"],
+      std::to_string(m.load_ping.size()) + " pings during the load");
+  if (a.idle_generates > 0) {
+    row("generate round trip, one client", summary["idle_generate_ms"],
+        std::to_string(a.idle_generates) +
+            " sequential generates before the load: send to final, at the client");
+  }
+  row("queue wait", summary["queue_ms"], "admission to worker start");
+  row("daemon e2e", summary["daemon_e2e_ms"], "arrival to final, inside the daemon");
+  row("client e2e", summary["client_e2e_ms"], "send to final, at the client");
+  md << "\n";
+  if (!m.load.problems.empty()) {
+    md << "Problems:\n\n";
+    for (const std::string& p : m.load.problems) md << "- " << p << "\n";
+    md << "\n";
+  }
+  std::ofstream(a.out, std::ios::app) << md.str();
+}
+
+// One row of run.sh's summary table, appended to --summary-row.
+void AppendSummaryRow(const Args& a, const Measured& m, const json& summary) {
+  auto pair = [&](const json& v) {
+    return v["n"].is_number() && v["n"].get<size_t>() == 0
+               ? std::string("-")
+               : Fmt(v["p50"].get<double>()) + " / " + Fmt(v["p99"].get<double>());
+  };
+  const int violations = m.load.violations;
+  std::ofstream(a.summary_row, std::ios::app)
+      << "| " << a.label << " | " << m.completed << " / " << m.total << " | "
+      << (violations == 0 ? "0" : std::to_string(violations)) << " | "
+      << Fmt(m.completed / m.wall_s, 1) << " | " << Fmt(summary["overhead_ms"]["p50"].get<double>())
+      << " / " << Fmt(summary["overhead_ms"]["p99"].get<double>()) << " | "
+      << pair(summary["idle_generate_ms"]) << " | " << pair(summary["ping_idle_ms"]) << " | "
+      << Fmt((m.rss_after - m.rss_base) / 1024.0, 1) << " |\n";
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -262,184 +453,20 @@ int main(int argc, char** argv) {
     return 1;
   }
   std::this_thread::sleep_for(std::chrono::milliseconds(500));
-  const int64_t rss_base = a.pid ? RssKb(a.pid) : -1;
-  const std::vector<double> idle_ping = PingLoop(ctx, a, a.idle_pings, nullptr, 0);
-  Results idle_gen;
-  if (a.idle_generates > 0) RunClient(ctx, a, 998, a.idle_generates, &idle_gen, deadline);
+  Measured m;
+  m.rss_base = a.pid ? RssKb(a.pid) : -1;
+  m.idle_ping = PingLoop(ctx, a, a.idle_pings, nullptr, 0);
+  if (a.idle_generates > 0) RunClient(ctx, a, 998, a.idle_generates, &m.idle_gen, deadline);
+  RunLoad(ctx, a, deadline, &m);
 
-  Results r;
-  std::atomic<bool> stop{false};
-  std::atomic<int64_t> rss_peak{rss_base};
-  std::vector<double> load_ping;
-  std::thread pinger([&] { load_ping = PingLoop(ctx, a, -1, &stop, 5); });
-  std::thread sampler([&] {
-    while (!stop.load()) {
-      if (a.pid) rss_peak = std::max<int64_t>(rss_peak.load(), RssKb(a.pid));
-      std::this_thread::sleep_for(std::chrono::milliseconds(100));
-    }
-  });
-  const int total = a.clients * a.requests * a.rounds;
-  const int round_total = a.clients * a.requests;
-  std::vector<std::string> swaps;
-  std::thread swapper([&] {
-    if (a.swap_hook.empty()) return;
-    for (int k = 1; k <= 2 && !stop.load(); ++k) {
-      while (!stop.load() && r.done.load() < round_total * k / 3) {
-        std::this_thread::sleep_for(std::chrono::milliseconds(5));
-      }
-      if (stop.load()) return;
-      const auto t0 = Clock::now();
-      const int rc = std::system(a.swap_hook.c_str());
-      swaps.push_back("swap " + std::to_string(k) + " at request " + std::to_string(r.done.load()) +
-                      ": exit " + std::to_string(rc) + " (" + Fmt(Ms(t0, Clock::now()), 0) +
-                      " ms)");
-      if (rc != 0) r.Problem("swap hook failed: exit " + std::to_string(rc));
-    }
-  });
-  double wall_s = 0;
-  std::vector<double> rss_rounds;  // MB after each round
-  for (int round = 0; round < a.rounds; ++round) {
-    const auto start = Clock::now();
-    std::vector<std::thread> clients;
-    for (int i = 0; i < a.clients; ++i) {
-      clients.emplace_back(
-          [&, i, round] { RunClient(ctx, a, i + 1000 * round, a.requests, &r, deadline); });
-    }
-    for (auto& t : clients) t.join();
-    wall_s += Ms(start, Clock::now()) / 1000;
-    if (round == 0) swapper.join();
-    std::this_thread::sleep_for(std::chrono::milliseconds(1500));
-    rss_rounds.push_back(a.pid ? RssKb(a.pid) / 1024.0 : -1);
+  m.total = a.clients * a.requests * a.rounds;
+  for (const auto& [k, v] : m.load.outcomes) m.completed += v;
+  if (m.completed != m.total) {
+    m.load.Problem("completed " + std::to_string(m.completed) + " of " + std::to_string(m.total));
   }
-  stop = true;
-  pinger.join();
-  sampler.join();
-  const int64_t rss_after = a.pid ? RssKb(a.pid) : -1;
-
-  int completed = 0;
-  for (const auto& [k, v] : r.outcomes) completed += v;
-  if (completed != total)
-    r.Problem("completed " + std::to_string(completed) + " of " + std::to_string(total));
-  const double rss_growth_mb = (rss_after - rss_base) / 1024.0;
-  json summary = {
-      {"clients", a.clients},
-      {"requests_per_client", a.requests},
-      {"completed", completed},
-      {"outcomes", r.outcomes},
-      {"retried_rejections", r.rejected.load()},
-      {"violations", r.violations},
-      {"problems", r.problems},
-      {"wall_s", wall_s},
-      {"requests_per_s", completed / wall_s},
-      {"overhead_ms",
-       {{"p50", Percentile(r.overhead_ms, 50)},
-        {"p99", Percentile(r.overhead_ms, 99)},
-        {"max", Percentile(r.overhead_ms, 100)}}},
-      {"transport_ms",
-       {{"p50", Percentile(r.transport_ms, 50)}, {"p99", Percentile(r.transport_ms, 99)}}},
-      {"client_e2e_ms",
-       {{"p50", Percentile(r.client_e2e_ms, 50)}, {"p99", Percentile(r.client_e2e_ms, 99)}}},
-      {"daemon_e2e_ms",
-       {{"p50", Percentile(r.daemon_e2e_ms, 50)}, {"p99", Percentile(r.daemon_e2e_ms, 99)}}},
-      {"queue_ms", {{"p50", Percentile(r.queue_ms, 50)}, {"p99", Percentile(r.queue_ms, 99)}}},
-      {"ping_idle_ms",
-       {{"n", idle_ping.size()},
-        {"p50", Percentile(idle_ping, 50)},
-        {"p99", Percentile(idle_ping, 99)}}},
-      {"ping_load_ms",
-       {{"n", load_ping.size()},
-        {"p50", Percentile(load_ping, 50)},
-        {"p99", Percentile(load_ping, 99)}}},
-      {"rss_mb",
-       {{"baseline", rss_base / 1024.0},
-        {"peak", rss_peak.load() / 1024.0},
-        {"after", rss_after / 1024.0},
-        {"growth", rss_growth_mb}}},
-      {"swaps", swaps},
-      {"catalog_generations", json(r.generations).dump()},
-      {"rss_mb_after_each_round", rss_rounds},
-      {"idle_generate_ms",
-       {{"n", idle_gen.client_e2e_ms.size()},
-        {"p50", Percentile(idle_gen.client_e2e_ms, 50)},
-        {"p99", Percentile(idle_gen.client_e2e_ms, 99)}}},
-  };
+  const json summary = Summarize(a, m);
   std::cout << summary.dump(2) << "\n";
-
-  if (!a.out.empty()) {
-    // Appends one section; tools/load_test/run.sh writes the document's head.
-    std::ostringstream md;
-    auto row = [&](const std::string& what, const json& v, const std::string& note) {
-      md << "| " << what << " | " << Fmt(v["p50"].get<double>()) << " | "
-         << Fmt(v["p99"].get<double>()) << " | " << note << " |\n";
-    };
-    md << "## " << (a.label.empty() ? "Run" : a.label) << "\n\n"
-       << "Workload: " << a.clients << " concurrent DEALER clients x " << a.requests
-       << " requests each" << (a.rounds > 1 ? " x " + std::to_string(a.rounds) + " rounds" : "")
-       << ", one request in flight per client (closed loop), pipeline `" << a.pipeline
-       << "`, prompt \"" << a.prompt << "\" (raw prompt), max_tokens " << a.max_tokens
-       << ", streaming on. A pinger sends `ping` every 5 ms during the load.\n\n"
-       << "| check | result |\n|---|---|\n"
-       << "| requests completed | " << completed << " of " << total << " |\n"
-       << "| outcomes | `" << json(r.outcomes).dump() << "` |\n"
-       << "| retryable rejections (retried) | " << r.rejected.load() << " |\n"
-       << "| exactly one terminal per request, nothing after it, chunk seq without gaps | "
-       << (r.violations == 0 ? "yes" : "NO: " + std::to_string(r.violations) + " violations")
-       << " |\n"
-       << "| plugin hot swaps during the load | " << swaps.size() << " |\n";
-    for (const std::string& s : swaps) md << "| | " << s << " |\n";
-    md << "| requests per catalog generation `[generation, count]` | `"
-       << json(r.generations).dump() << "` |\n"
-       << "| daemon RSS baseline / peak / after (MB) | " << Fmt(rss_base / 1024.0, 1) << " / "
-       << Fmt(rss_peak.load() / 1024.0, 1) << " / " << Fmt(rss_after / 1024.0, 1) << " (growth "
-       << Fmt(rss_growth_mb, 1) << " MB) |\n";
-    if (a.rounds > 1) {
-      md << "| daemon RSS after each round (MB) |";
-      for (double v : rss_rounds) md << " " << Fmt(v, 1);
-      md << " |\n";
-    }
-    md << "| throughput | " << Fmt(completed / wall_s, 1) << " requests/s (" << completed << " in "
-       << Fmt(wall_s, 2) << " s) |\n\n"
-       << "| latency (ms) | p50 | p99 | what it is |\n|---|---|---|---|\n";
-    row("daemon overhead per request", summary["overhead_ms"],
-        "from each final's stats: e2e - queue - sum(stage ms) = parse, admission, "
-        "tokenisation, dispatch, chunk/final building");
-    row("transport + I/O thread", summary["transport_ms"],
-        "client round trip - daemon e2e: ZeroMQ both ways, loopback TCP, I/O thread, the "
-        "client's own scheduling");
-    row("ping round trip, idle", summary["ping_idle_ms"],
-        std::to_string(idle_ping.size()) + " sequential pings before the load");
-    row("ping round trip, under load", summary["ping_load_ms"],
-        std::to_string(load_ping.size()) + " pings during the load");
-    if (a.idle_generates > 0) {
-      row("generate round trip, one client", summary["idle_generate_ms"],
-          std::to_string(a.idle_generates) +
-              " sequential generates before the load: send to final, at the client");
-    }
-    row("queue wait", summary["queue_ms"], "admission to worker start");
-    row("daemon e2e", summary["daemon_e2e_ms"], "arrival to final, inside the daemon");
-    row("client e2e", summary["client_e2e_ms"], "send to final, at the client");
-    md << "\n";
-    if (!r.problems.empty()) {
-      md << "Problems:\n\n";
-      for (const std::string& p : r.problems) md << "- " << p << "\n";
-      md << "\n";
-    }
-    std::ofstream(a.out, std::ios::app) << md.str();
-  }
-  if (!a.summary_row.empty()) {
-    // One row of run.sh's summary table.
-    auto pair = [&](const json& v) {
-      return v["n"].is_number() && v["n"].get<size_t>() == 0
-                 ? std::string("-")
-                 : Fmt(v["p50"].get<double>()) + " / " + Fmt(v["p99"].get<double>());
-    };
-    std::ofstream(a.summary_row, std::ios::app)
-        << "| " << a.label << " | " << completed << " / " << total << " | "
-        << (r.violations == 0 ? "0" : std::to_string(r.violations)) << " | "
-        << Fmt(completed / wall_s, 1) << " | " << Fmt(summary["overhead_ms"]["p50"].get<double>())
-        << " / " << Fmt(summary["overhead_ms"]["p99"].get<double>()) << " | "
-        << pair(summary["idle_generate_ms"]) << " | " << pair(summary["ping_idle_ms"]) << " | "
-        << Fmt(rss_growth_mb, 1) << " |\n";
-  }
-  return r.violations == 0 ? 0 : 1;
+  if (!a.out.empty()) AppendSection(a, m, summary);
+  if (!a.summary_row.empty()) AppendSummaryRow(a, m, summary);
+  return m.load.violations == 0 ? 0 : 1;
 }

@@ -281,13 +281,8 @@ QuantizedMatrix SyntheticMatrix(GgmlType type, int64_t rows, int64_t cols) {
   return QuantizedMatrix::FromBytes(type, rows, cols, bytes.data());
 }
 
-int Run(const Config& cfg) {
-  sift::ConfigureThreads(cfg.threads);
-  at::manual_seed(0);
-  const std::unique_ptr<sift::GgufFile> file = sift::GgufFile::Open(cfg.model);
-  std::vector<Shape> shapes = ModelShapes(*file);
-
-  std::ostringstream md;
+// The document's head: machine, kernels, threads, model, timing method.
+void WriteHead(const Config& cfg, std::ostream& md) {
   utsname u{};
   uname(&u);
   md << "Produced by `build/bin/sift-quant-bench` (tools/quant_bench/main.cc).\n\n"
@@ -304,62 +299,74 @@ int Run(const Config& cfg) {
   md << "- Load average (/proc/loadavg) at the start: " << LoadAverage() << "\n";
   if (!cfg.note.empty()) md << "- Machine state: " << cfg.note << "\n";
   md << "\nCells: ms per call (GB/s of the weight bytes the method reads, as it stores them).\n";
+}
 
-  std::map<std::string, double> per_token_ms;  // method -> weights-only decode ms per token
-  std::vector<std::string> method_order;
-  for (Shape& shape : shapes) {
-    const QuantizedMatrix& q = shape.matrix;
-    std::cerr << "timing " << shape.name << " (" << q.Describe() << ")\n";
-    std::vector<Method> methods;
-    AddKernelMethods(q, cfg, &methods);
-    AddLibraryMethods(q.Dequantize(at::kFloat), cfg, &methods);
-    {
-      // Dequantising on the fly for every call, then at::linear in bf16 (the cost of keeping only
-      // the blocks and using a GEMM for n > 1).
-      Method m{"Dequantize(bf16) + at::linear", q.nbytes(), 1, {}};
-      m.run = [&q](const at::Tensor& x, int) {
-        at::linear(x.to(at::kBFloat16), q.Dequantize(at::kBFloat16));
-      };
-      methods.push_back(std::move(m));
-    }
-    md << "\n### " << shape.name << ": " << q.cols() << " -> " << q.rows() << " (" << q.Describe()
-       << ", " << Fmt(static_cast<double>(q.nbytes()) / (1 << 20), 2) << " MiB; " << shape.per_token
-       << " per token)\n\n| method |";
-    for (int64_t n : cfg.ns) md << " n=" << n << " |";
-    md << "\n|---|";
-    for (size_t i = 0; i < cfg.ns.size(); ++i) md << "---|";
-    md << "\n";
-    std::map<std::string, std::vector<double>> times;
-    for (const Method& m : methods) {
-      md << "| " << m.name << " |";
-      for (int64_t n : cfg.ns) {
-        const at::Tensor x = at::randn({n, q.cols()});
-        const double ms = TimeMs(m, x, cfg);
-        times[m.name].push_back(ms);
-        md << " " << Fmt(ms, 3) << " (" << Fmt(static_cast<double>(m.weight_bytes) / ms / 1e6, 1)
-           << ") |";
+// Per method, weights-only decode ms per token, and the methods in the order first timed.
+struct PerToken {
+  std::map<std::string, double> ms;
+  std::vector<std::string> order;
+};
+
+// The first n at which the fastest GEMM beats the kernel, for the fp32 and int8 kernels.
+void WriteCrossovers(const Config& cfg, std::map<std::string, std::vector<double>>& times,
+                     std::ostream& md) {
+  md << "\n";
+  for (bool int8 : {false, true}) {
+    const std::string kernel = KernelMethodName(cfg.levels.back(), int8);
+    if (times.find(kernel) == times.end()) continue;
+    std::string crossover = "none up to n=" + std::to_string(cfg.ns.back());
+    for (size_t i = 0; i < cfg.ns.size(); ++i) {
+      const double gemm = std::min(times["at::linear bf16"][i], times["at::linear fp32"][i]);
+      if (gemm < times[kernel][i]) {
+        crossover = "n=" + std::to_string(cfg.ns[i]);
+        break;
       }
-      md << "\n";
-      if (per_token_ms.find(m.name) == per_token_ms.end()) method_order.push_back(m.name);
-      per_token_ms[m.name] += times[m.name][0] * static_cast<double>(shape.per_token);
     }
-    // Crossover: the first n at which the fastest GEMM beats the kernel.
-    md << "\n";
-    for (bool int8 : {false, true}) {
-      const std::string kernel = KernelMethodName(cfg.levels.back(), int8);
-      if (times.find(kernel) == times.end()) continue;
-      std::string crossover = "none up to n=" + std::to_string(cfg.ns.back());
-      for (size_t i = 0; i < cfg.ns.size(); ++i) {
-        const double gemm = std::min(times["at::linear bf16"][i], times["at::linear fp32"][i]);
-        if (gemm < times[kernel][i]) {
-          crossover = "n=" + std::to_string(cfg.ns[i]);
-          break;
-        }
-      }
-      md << "Crossover (at::linear bf16/fp32 faster than `" << kernel << "`): " << crossover
-         << ".\n";
-    }
+    md << "Crossover (at::linear bf16/fp32 faster than `" << kernel << "`): " << crossover << ".\n";
   }
+}
+
+// One of the model's matrices: every method at every n, then the crossovers.
+void TimeShape(const Config& cfg, const Shape& shape, PerToken* per_token, std::ostream& md) {
+  const QuantizedMatrix& q = shape.matrix;
+  std::cerr << "timing " << shape.name << " (" << q.Describe() << ")\n";
+  std::vector<Method> methods;
+  AddKernelMethods(q, cfg, &methods);
+  AddLibraryMethods(q.Dequantize(at::kFloat), cfg, &methods);
+  {
+    // Dequantising on the fly for every call, then at::linear in bf16 (the cost of keeping only
+    // the blocks and using a GEMM for n > 1).
+    Method m{"Dequantize(bf16) + at::linear", q.nbytes(), 1, {}};
+    m.run = [&q](const at::Tensor& x, int) {
+      at::linear(x.to(at::kBFloat16), q.Dequantize(at::kBFloat16));
+    };
+    methods.push_back(std::move(m));
+  }
+  md << "\n### " << shape.name << ": " << q.cols() << " -> " << q.rows() << " (" << q.Describe()
+     << ", " << Fmt(static_cast<double>(q.nbytes()) / (1 << 20), 2) << " MiB; " << shape.per_token
+     << " per token)\n\n| method |";
+  for (int64_t n : cfg.ns) md << " n=" << n << " |";
+  md << "\n|---|";
+  for (size_t i = 0; i < cfg.ns.size(); ++i) md << "---|";
+  md << "\n";
+  std::map<std::string, std::vector<double>> times;
+  for (const Method& m : methods) {
+    md << "| " << m.name << " |";
+    for (int64_t n : cfg.ns) {
+      const at::Tensor x = at::randn({n, q.cols()});
+      const double ms = TimeMs(m, x, cfg);
+      times[m.name].push_back(ms);
+      md << " " << Fmt(ms, 3) << " (" << Fmt(static_cast<double>(m.weight_bytes) / ms / 1e6, 1)
+         << ") |";
+    }
+    md << "\n";
+    if (per_token->ms.find(m.name) == per_token->ms.end()) per_token->order.push_back(m.name);
+    per_token->ms[m.name] += times[m.name][0] * static_cast<double>(shape.per_token);
+  }
+  WriteCrossovers(cfg, times, md);
+}
+
+void WriteInt8Errors(const std::vector<Shape>& shapes, std::ostream& md) {
   md << "\n### int8 activations: error against the exact product\n\n"
      << "x = randn(8, cols); y = x W^T with the exact fp32 path (double-checked against a double "
      << "product in the tests) and with int8 activations. Relative errors: max |dy| / max |y| and "
@@ -379,54 +386,70 @@ int Run(const Config& cfg) {
               3)
        << "% |\n";
   }
+}
 
-  const int64_t layers = shapes[0].per_token;
+void WritePerToken(const PerToken& per_token, int64_t layers, std::ostream& md) {
   md << "\n### Weights-only decode time per token (n = 1)\n\n"
      << "Sum over the model's " << layers << " layers of qkv + o + gate_up + down, plus lm_head, "
      << "at n = 1 (the matrix products alone: no attention, norms or framework overhead).\n\n"
      << "| method | ms per token |\n|---|---|\n";
-  for (const std::string& name : method_order) {
-    md << "| " << name << " | " << Fmt(per_token_ms[name], 2) << " |\n";
+  for (const std::string& name : per_token.order) {
+    md << "| " << name << " | " << Fmt(per_token.ms.at(name), 2) << " |\n";
   }
+}
 
-  if (cfg.synthetic) {
-    const int64_t rows = 3072, cols = 1536;
-    md << "\n### GB/s per ggml type (synthetic " << rows << " x " << cols
-       << " matrix of random blocks, n = 1, cold)\n\n| type | bytes/weight |";
-    std::vector<std::pair<CpuIsa, bool>> kernels;
-    std::set<std::string> seen;
-    for (CpuIsa isa : cfg.levels) {
-      for (bool int8 : {false, true}) {
-        if (seen.insert(KernelMethodName(isa, int8)).second) {
-          kernels.emplace_back(isa, int8);
-          md << " " << KernelMethodName(isa, int8).substr(5) << " |";
-        }
+// GB/s of every kernel on a synthetic matrix of each ggml type (--synthetic).
+void WriteSynthetic(const Config& cfg, std::ostream& md) {
+  const int64_t rows = 3072, cols = 1536;
+  md << "\n### GB/s per ggml type (synthetic " << rows << " x " << cols
+     << " matrix of random blocks, n = 1, cold)\n\n| type | bytes/weight |";
+  std::vector<std::pair<CpuIsa, bool>> kernels;
+  std::set<std::string> seen;
+  for (CpuIsa isa : cfg.levels) {
+    for (bool int8 : {false, true}) {
+      if (seen.insert(KernelMethodName(isa, int8)).second) {
+        kernels.emplace_back(isa, int8);
+        md << " " << KernelMethodName(isa, int8).substr(5) << " |";
       }
-    }
-    md << "\n|---|---|";
-    for (size_t i = 0; i < kernels.size(); ++i) md << "---|";
-    md << "\n";
-    const at::Tensor x = at::randn({1, cols});
-    for (GgmlType type : {GgmlType::kQ4_0, GgmlType::kQ4_1, GgmlType::kQ5_0, GgmlType::kQ5_1,
-                          GgmlType::kQ8_0, GgmlType::kQ4_K, GgmlType::kQ5_K, GgmlType::kQ6_K,
-                          GgmlType::kF16, GgmlType::kBF16, GgmlType::kF32}) {
-      std::cerr << "timing synthetic " << sift::GgmlTypeName(type) << "\n";
-      const QuantizedMatrix q = SyntheticMatrix(type, rows, cols);
-      std::vector<Method> methods;
-      AddKernelMethods(q, cfg, &methods);
-      md << "| " << sift::GgmlTypeName(type) << " | "
-         << Fmt(static_cast<double>(q.nbytes()) / static_cast<double>(rows * cols), 4) << " |";
-      for (const auto& [isa, int8] : kernels) {
-        const std::string name = KernelMethodName(isa, int8);
-        for (const Method& m : methods) {
-          if (m.name != name) continue;
-          md << " " << Fmt(static_cast<double>(m.weight_bytes) / TimeMs(m, x, cfg) / 1e6, 1)
-             << " |";
-        }
-      }
-      md << "\n";
     }
   }
+  md << "\n|---|---|";
+  for (size_t i = 0; i < kernels.size(); ++i) md << "---|";
+  md << "\n";
+  const at::Tensor x = at::randn({1, cols});
+  for (GgmlType type : {GgmlType::kQ4_0, GgmlType::kQ4_1, GgmlType::kQ5_0, GgmlType::kQ5_1,
+                        GgmlType::kQ8_0, GgmlType::kQ4_K, GgmlType::kQ5_K, GgmlType::kQ6_K,
+                        GgmlType::kF16, GgmlType::kBF16, GgmlType::kF32}) {
+    std::cerr << "timing synthetic " << sift::GgmlTypeName(type) << "\n";
+    const QuantizedMatrix q = SyntheticMatrix(type, rows, cols);
+    std::vector<Method> methods;
+    AddKernelMethods(q, cfg, &methods);
+    md << "| " << sift::GgmlTypeName(type) << " | "
+       << Fmt(static_cast<double>(q.nbytes()) / static_cast<double>(rows * cols), 4) << " |";
+    for (const auto& [isa, int8] : kernels) {
+      const std::string name = KernelMethodName(isa, int8);
+      for (const Method& m : methods) {
+        if (m.name != name) continue;
+        md << " " << Fmt(static_cast<double>(m.weight_bytes) / TimeMs(m, x, cfg) / 1e6, 1) << " |";
+      }
+    }
+    md << "\n";
+  }
+}
+
+int Run(const Config& cfg) {
+  sift::ConfigureThreads(cfg.threads);
+  at::manual_seed(0);
+  const std::unique_ptr<sift::GgufFile> file = sift::GgufFile::Open(cfg.model);
+  std::vector<Shape> shapes = ModelShapes(*file);
+
+  std::ostringstream md;
+  WriteHead(cfg, md);
+  PerToken per_token;
+  for (const Shape& shape : shapes) TimeShape(cfg, shape, &per_token, md);
+  WriteInt8Errors(shapes, md);
+  WritePerToken(per_token, shapes[0].per_token, md);
+  if (cfg.synthetic) WriteSynthetic(cfg, md);
 
   md << "\nLoad average at the end: " << LoadAverage() << "\n";
   std::cout << md.str();

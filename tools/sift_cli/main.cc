@@ -120,89 +120,99 @@ void PrintSummary(const json& f) {
   }
 }
 
-int Generate(Common& common, const std::vector<std::string>& args) {
+// generate's options.
+struct GenerateArgs {
   std::string context_file, question, prompt, prompt_file, pipeline = "full", id, system;
   std::vector<std::string> messages, stops, params;
   int64_t max_tokens = 128, top_k = 0, deadline_ms = 0, seed = 0;
   double temperature = 0, top_p = 1;
   bool no_stream = false, as_json = false;
-  sift::cli::CommandLine cl(
-      "sift generate",
-      "sift [global options] generate (--question TEXT [--context-file FILE] | --prompt TEXT |\n"
-      "         --prompt-file FILE | --message ROLE:TEXT ...) [options]",
-      "Runs one request through a pipeline of siftd and streams the answer to stdout; a summary "
-      "line\n(tokens kept, TTFT, e2e) goes to stderr. Ctrl-C cancels the request.");
-  cl.Add()("context-file", po::value(&context_file), "context text file (with --question)")(
-      "question", po::value(&question), "the question about the context")(
-      "system", po::value(&system), "system prompt (with --question)")(
-      "prompt", po::value(&prompt), "raw prompt text (no chat template)")(
-      "prompt-file", po::value(&prompt_file), "raw prompt from a file")(
-      "message", po::value(&messages)->composing(), "chat message ROLE:TEXT (repeatable)")(
-      "pipeline,p", po::value(&pipeline)->default_value(pipeline), "pipeline name")(
-      "max-tokens,n", po::value(&max_tokens)->default_value(max_tokens), "tokens to generate")(
-      "temperature", po::value(&temperature)->default_value(temperature), "0 = greedy")(
-      "top-k", po::value(&top_k)->default_value(top_k), "0 = off")(
-      "top-p", po::value(&top_p)->default_value(top_p), "1 = off")(
-      "seed", po::value(&seed)->default_value(seed), "sampling seed")(
-      "stop", po::value(&stops)->composing(), "stop string (repeatable)")(
-      "param", po::value(&params)->composing(),
+};
+
+void AddGenerateOptions(sift::cli::CommandLine& cl, GenerateArgs* g) {
+  cl.Add()("context-file", po::value(&g->context_file), "context text file (with --question)")(
+      "question", po::value(&g->question), "the question about the context")(
+      "system", po::value(&g->system), "system prompt (with --question)")(
+      "prompt", po::value(&g->prompt), "raw prompt text (no chat template)")(
+      "prompt-file", po::value(&g->prompt_file), "raw prompt from a file")(
+      "message", po::value(&g->messages)->composing(), "chat message ROLE:TEXT (repeatable)")(
+      "pipeline,p", po::value(&g->pipeline)->default_value(g->pipeline), "pipeline name")(
+      "max-tokens,n", po::value(&g->max_tokens)->default_value(g->max_tokens),
+      "tokens to generate")(
+      "temperature", po::value(&g->temperature)->default_value(g->temperature), "0 = greedy")(
+      "top-k", po::value(&g->top_k)->default_value(g->top_k), "0 = off")(
+      "top-p", po::value(&g->top_p)->default_value(g->top_p), "1 = off")(
+      "seed", po::value(&g->seed)->default_value(g->seed), "sampling seed")(
+      "stop", po::value(&g->stops)->composing(), "stop string (repeatable)")(
+      "param", po::value(&g->params)->composing(),
       "stage parameter override STAGE.KEY=VALUE (repeatable), e.g. select.keep_ratio=0.2")(
-      "deadline-ms", po::value(&deadline_ms)->default_value(0), "request deadline (0 = none)")(
-      "id", po::value(&id), "request id (default: generated)")(
-      "no-stream", po::bool_switch(&no_stream), "do not stream; print the text at the end")(
-      "json", po::bool_switch(&as_json), "print the final message as JSON");
-  cl.AddGroup(GlobalOptions(&common, false));
-  po::variables_map vm;
-  if (const int status = cl.Parse(args, &vm); status != kContinue) return status;
-  json h = {{"type", "generate"},
-            {"pipeline", pipeline},
-            {"max_tokens", max_tokens},
-            {"stream", !no_stream && !as_json}};
-  h["id"] = id.empty() ? "cli-" + std::to_string(::getpid()) : id;
-  const int inputs = int(!question.empty()) + int(!prompt.empty()) + int(!prompt_file.empty()) +
-                     int(!messages.empty());
-  if (inputs != 1 || (!context_file.empty() && question.empty())) {
-    return cl.Error(
-        "give one input: --question (with optional --context-file), --prompt, --prompt-file or "
-        "--message");
+      "deadline-ms", po::value(&g->deadline_ms)->default_value(0), "request deadline (0 = none)")(
+      "id", po::value(&g->id), "request id (default: generated)")(
+      "no-stream", po::bool_switch(&g->no_stream), "do not stream; print the text at the end")(
+      "json", po::bool_switch(&g->as_json), "print the final message as JSON");
+}
+
+// The request's input fields (context + question, prompt or messages) into `h`; "" or what is
+// wrong with the options.
+std::string SetInput(GenerateArgs& g, json* h) {
+  const int inputs = int(!g.question.empty()) + int(!g.prompt.empty()) +
+                     int(!g.prompt_file.empty()) + int(!g.messages.empty());
+  if (inputs != 1 || (!g.context_file.empty() && g.question.empty())) {
+    return "give one input: --question (with optional --context-file), --prompt, --prompt-file or "
+           "--message";
   }
-  if (!question.empty()) {
+  if (!g.question.empty()) {
     std::string context;
-    if (!context_file.empty() && !ReadFile(context_file, &context)) {
-      return cl.Error("cannot read " + context_file);
+    if (!g.context_file.empty() && !ReadFile(g.context_file, &context)) {
+      return "cannot read " + g.context_file;
     }
-    h["context"] = context;
-    h["question"] = question;
-    if (!system.empty()) h["system"] = system;
-  } else if (!prompt.empty() || !prompt_file.empty()) {
-    if (!prompt_file.empty() && !ReadFile(prompt_file, &prompt)) {
-      return cl.Error("cannot read " + prompt_file);
+    (*h)["context"] = context;
+    (*h)["question"] = g.question;
+    if (!g.system.empty()) (*h)["system"] = g.system;
+  } else if (!g.prompt.empty() || !g.prompt_file.empty()) {
+    if (!g.prompt_file.empty() && !ReadFile(g.prompt_file, &g.prompt)) {
+      return "cannot read " + g.prompt_file;
     }
-    h["prompt"] = prompt;
+    (*h)["prompt"] = g.prompt;
   } else {
     json list = json::array();
-    for (const std::string& m : messages) {
+    for (const std::string& m : g.messages) {
       const size_t colon = m.find(':');
-      if (colon == std::string::npos)
-        return cl.Error("--message expects ROLE:TEXT, got '" + m + "'");
+      if (colon == std::string::npos) return "--message expects ROLE:TEXT, got '" + m + "'";
       list.push_back({{"role", m.substr(0, colon)}, {"content", m.substr(colon + 1)}});
     }
-    h["messages"] = list;
+    (*h)["messages"] = list;
   }
-  h["sampling"] = {
-      {"temperature", temperature}, {"top_k", top_k}, {"top_p", top_p}, {"seed", seed}};
-  if (!stops.empty()) h["stop"] = stops;
-  if (deadline_ms > 0) h["deadline_ms"] = deadline_ms;
+  return "";
+}
+
+// The generate header from the options; "" or what is wrong with them.
+std::string MakeGenerateHeader(GenerateArgs& g, json* h) {
+  *h = {{"type", "generate"},
+        {"pipeline", g.pipeline},
+        {"max_tokens", g.max_tokens},
+        {"stream", !g.no_stream && !g.as_json}};
+  (*h)["id"] = g.id.empty() ? "cli-" + std::to_string(::getpid()) : g.id;
+  if (std::string error = SetInput(g, h); !error.empty()) return error;
+  (*h)["sampling"] = {
+      {"temperature", g.temperature}, {"top_k", g.top_k}, {"top_p", g.top_p}, {"seed", g.seed}};
+  if (!g.stops.empty()) (*h)["stop"] = g.stops;
+  if (g.deadline_ms > 0) (*h)["deadline_ms"] = g.deadline_ms;
   json overrides = json::object();
-  for (const std::string& p : params) {
+  for (const std::string& p : g.params) {
     const size_t dot = p.find('.'), eq = p.find('=');
     if (dot == std::string::npos || eq == std::string::npos || dot > eq) {
-      return cl.Error("--param expects STAGE.KEY=VALUE, got '" + p + "'");
+      return "--param expects STAGE.KEY=VALUE, got '" + p + "'";
     }
     overrides[p.substr(0, dot)][p.substr(dot + 1, eq - dot - 1)] = ParamValue(p.substr(eq + 1));
   }
-  if (!overrides.empty()) h["params"] = overrides;
+  if (!overrides.empty()) (*h)["params"] = overrides;
+  return "";
+}
 
+// Sends the request and prints its replies until the terminal one; Ctrl-C sends a cancel.
+// Returns the exit status: 0 final, 1 error, 3 no answer, 130 cancelled.
+int RunGenerate(const Common& common, const json& h, bool as_json) {
   zmq::context_t ctx(1);
   sift::client::SiftClient client(ctx, ClientOptionsFrom(common));
   std::signal(SIGINT, OnSigint);
@@ -252,6 +262,23 @@ int Generate(Common& common, const std::vector<std::string>& args) {
       return cancel_sent ? 130 : 1;
     }
   }
+}
+
+int Generate(Common& common, const std::vector<std::string>& args) {
+  GenerateArgs g;
+  sift::cli::CommandLine cl(
+      "sift generate",
+      "sift [global options] generate (--question TEXT [--context-file FILE] | --prompt TEXT |\n"
+      "         --prompt-file FILE | --message ROLE:TEXT ...) [options]",
+      "Runs one request through a pipeline of siftd and streams the answer to stdout; a summary "
+      "line\n(tokens kept, TTFT, e2e) goes to stderr. Ctrl-C cancels the request.");
+  AddGenerateOptions(cl, &g);
+  cl.AddGroup(GlobalOptions(&common, false));
+  po::variables_map vm;
+  if (const int status = cl.Parse(args, &vm); status != kContinue) return status;
+  json h;
+  if (const std::string error = MakeGenerateHeader(g, &h); !error.empty()) return cl.Error(error);
+  return RunGenerate(common, h, g.as_json);
 }
 
 int List(Common& common, const std::vector<std::string>& args) {

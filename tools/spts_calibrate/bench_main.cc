@@ -135,128 +135,161 @@ void TraceNeedle(const sift::Model& model, const sift::bench::Sample& sample,
   }
 }
 
+// The command line's values (text options by name in `text`).
+struct BenchArgs {
+  std::map<std::string, std::string> text = {
+      {"mode", "speed"},   {"task", "passkey"},
+      {"lengths", "2048"}, {"configs", "full,spts"},
+      {"out", ""},         {"device", "cpu"},
+      {"dtype", "bf16"},   {"pipelines", SIFT_SOURCE_DIR "/pipelines"}};
+  int samples = 1, threads = 0, warmup = 1;
+  int64_t gen = 16;
+  uint64_t seed = 0;
+
+  const std::string& operator[](const char* name) const { return text.at(name); }
+};
+
+void AddBenchOptions(sift::cli::CommandLine& cl, BenchArgs* a) {
+  namespace po = boost::program_options;
+  auto text = [&](const char* name) {
+    return po::value(&a->text[name])->default_value(a->text[name]);
+  };
+  // clang-format off
+  cl.Add()
+      ("mode", text("mode"), "speed | accuracy | trace")
+      ("task", text("task"), "sift-bench task of the samples")
+      ("lengths", text("lengths"), "sample lengths in tokens, comma-separated")
+      ("samples", po::value(&a->samples)->default_value(a->samples), "samples per length")
+      ("configs", text("configs"),
+       "full = prefill_full; spts = prefill_skip defaults; pap = {ltp:false, msdp:false}; "
+       "pap_ltp = {msdp:false}")
+      ("gen", po::value(&a->gen)->default_value(a->gen), "speed: tokens generated after the prefill")
+      ("out", po::value(&a->text["out"])->value_name("FILE"), "also append the JSON lines here")
+      ("model", po::value(&a->text["model"])->value_name("FILE"), "GGUF file (default $SIFT_MODEL)")
+      ("device", text("device"), "cpu | cuda | cuda:N")
+      ("dtype", text("dtype"), "bf16 | fp32")
+      ("threads", po::value(&a->threads)->default_value(a->threads), "CPU threads (0 = all cores)")
+      ("seed", po::value(&a->seed)->default_value(a->seed), "sample seed")
+      ("warmup", po::value(&a->warmup)->default_value(a->warmup),
+       "one short run per config first (0: none)")
+      ("pipelines", text("pipelines"),
+       "pipeline folder: the SPTS schedule from its models/ (model_defaults.h), as siftd");
+  // clang-format on
+}
+
+// One short run per config: first-call allocations.
+void WarmUp(const sift::Model& model, const BenchArgs& a) {
+  for (const std::string& config : Split(a["configs"])) {
+    sift::RequestState state;
+    state.tokens = std::vector<sift::TokenId>(300, 1000);
+    QuietContext ctx;
+    MakeStage(config, model, a["pipelines"])->Run(model, state, ctx);
+  }
+}
+
+// The request state siftd would build for the sample (context + question).
+sift::RequestState BuildState(const sift::Model& model, const sift::bench::Sample& sample,
+                              bool speed, int64_t gen) {
+  sift::daemon::GenerateRequest req;
+  req.input = sift::daemon::InputKind::kContextQuestion;
+  req.context = sample.context;
+  req.question = sample.question;
+  req.max_tokens = speed ? gen : sample.max_tokens;
+  req.ignore_eos = speed;
+  sift::RequestState state;
+  bool clamped = false;
+  json details;
+  sift::Status st = sift::daemon::BuildRequestState(model, req, {}, &state, &clamped, &details);
+  if (!st.ok()) throw sift::Error("request: " + st.ToString());
+  return state;
+}
+
+// One config on one sample: the prefill stage, then sift::Generate; the JSON line.
+json RunConfig(const sift::Model& model, const sift::bench::Sample& sample,
+               const std::string& config, const BenchArgs& a, sift::RequestState& state) {
+  const bool speed = a["mode"] == "speed";
+  QuietContext ctx;
+  auto stage = MakeStage(config, model, a["pipelines"]);
+  const auto t0 = std::chrono::steady_clock::now();
+  sift::Status st = stage->Run(model, state, ctx);
+  if (!st.ok()) throw sift::Error(config + ": " + st.ToString());
+  const auto t1 = std::chrono::steady_clock::now();
+  sift::GenerationResult r =
+      sift::Generate(model, *state.cache, state.last_logits, state.next_position, state.generation);
+  const auto t2 = std::chrono::steady_clock::now();
+  const double ttft = std::chrono::duration<double, std::milli>(t1 - t0).count();
+  const double e2e = std::chrono::duration<double, std::milli>(t2 - t0).count();
+  json line = {{"mode", a["mode"]},
+               {"config", config},
+               {"task", sample.task},
+               {"id", sample.id},
+               {"length", sample.length},
+               {"prompt_tokens", state.tokens.size()},
+               {"ttft_ms", ttft},
+               {"e2e_ms", e2e},
+               {"generated", r.tokens.size()},
+               {"kv_bytes", state.stats.kv_bytes},
+               {"kv_bytes_full", state.stats.kv_bytes_full},
+               {"tokens_kept", state.stats.tokens_kept}};
+  if (!speed) {
+    line["score"] = sift::bench::Score(sample, r.text);
+    line["output"] = r.text;
+  }
+  return line;
+}
+
+int RunBench(const BenchArgs& a) {
+  sift::ConfigureThreads(a.threads);
+  sift::ModelOptions mo;
+  mo.dtype = sift::ParseDtype(a["dtype"]);
+  mo.device = sift::ParseDevice(a["device"]);
+  auto model = sift::Model::Load(a["model"], mo);
+  std::ofstream out;
+  if (!a["out"].empty()) out.open(a["out"], std::ios::app);
+  const bool speed = a["mode"] == "speed";
+  if (a.warmup > 0) WarmUp(*model, a);
+  for (const int64_t length : sift::cli::IntList(a["lengths"], "--lengths")) {
+    for (int i = 0; i < a.samples; ++i) {
+      sift::bench::TaskOptions to;
+      to.task = a["task"];
+      to.length = length;
+      to.seed = a.seed;
+      to.haystack_dir = sift::bench::DefaultHaystackDir();
+      const sift::bench::Sample sample = sift::bench::MakeSample(to, model->tokenizer(), i);
+      for (const std::string& config : Split(a["configs"])) {
+        sift::RequestState state = BuildState(*model, sample, speed, a.gen);
+        if (a["mode"] == "trace") {
+          TraceNeedle(*model, sample, state.tokens, to.length, out);
+          break;
+        }
+        const json line = RunConfig(*model, sample, config, a, state);
+        std::cout << line.dump() << std::endl;
+        if (out.is_open()) out << line.dump() << std::endl;
+      }
+    }
+  }
+  return 0;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
   namespace po = boost::program_options;
   sift::ConfigureThreadEnvironment(argv);
-  std::map<std::string, std::string> args = {
-      {"mode", "speed"},   {"task", "passkey"},
-      {"lengths", "2048"}, {"configs", "full,spts"},
-      {"out", ""},         {"device", "cpu"},
-      {"dtype", "bf16"},   {"pipelines", SIFT_SOURCE_DIR "/pipelines"}};
+  BenchArgs a;
   const char* env_model = std::getenv("SIFT_MODEL");
-  args["model"] = env_model ? env_model : "";
-  int samples = 1, threads = 0, warmup = 1;
-  int64_t gen = 16;
-  uint64_t seed = 0;
+  a.text["model"] = env_model ? env_model : "";
   sift::cli::CommandLine cl(
       "sift-spts-bench", "sift-spts-bench --mode speed|accuracy|trace [options]",
       "The SPTS measurements of docs/results/spts.md, in process: prefill_full / prefill_skip\n"
       "on sift-bench's task samples, then sift::Generate. One JSON line per (config, length,\n"
       "sample) on stdout and --out. trace: per layer, how many of the needle's tokens are\n"
       "candidates, attention-active and FFN-active in the default SPTS prefill.");
-  auto text = [&](const char* name) { return po::value(&args[name])->default_value(args[name]); };
-  // clang-format off
-  cl.Add()
-      ("mode", text("mode"), "speed | accuracy | trace")
-      ("task", text("task"), "sift-bench task of the samples")
-      ("lengths", text("lengths"), "sample lengths in tokens, comma-separated")
-      ("samples", po::value(&samples)->default_value(samples), "samples per length")
-      ("configs", text("configs"),
-       "full = prefill_full; spts = prefill_skip defaults; pap = {ltp:false, msdp:false}; "
-       "pap_ltp = {msdp:false}")
-      ("gen", po::value(&gen)->default_value(gen), "speed: tokens generated after the prefill")
-      ("out", po::value(&args["out"])->value_name("FILE"), "also append the JSON lines here")
-      ("model", po::value(&args["model"])->value_name("FILE"), "GGUF file (default $SIFT_MODEL)")
-      ("device", text("device"), "cpu | cuda | cuda:N")
-      ("dtype", text("dtype"), "bf16 | fp32")
-      ("threads", po::value(&threads)->default_value(threads), "CPU threads (0 = all cores)")
-      ("seed", po::value(&seed)->default_value(seed), "sample seed")
-      ("warmup", po::value(&warmup)->default_value(warmup),
-       "one short run per config first (0: none)")
-      ("pipelines", text("pipelines"),
-       "pipeline folder: the SPTS schedule from its models/ (model_defaults.h), as siftd");
-  // clang-format on
+  AddBenchOptions(cl, &a);
   po::variables_map vm;
   if (const int status = cl.Parse(argc, argv, &vm); status != sift::cli::kContinue) return status;
-  if (args["mode"] != "speed" && args["mode"] != "accuracy" && args["mode"] != "trace") {
+  if (a["mode"] != "speed" && a["mode"] != "accuracy" && a["mode"] != "trace") {
     return cl.Error("--mode must be speed, accuracy or trace");
   }
-  return sift::cli::Run("sift-spts-bench", 1, [&] {
-    sift::ConfigureThreads(threads);
-    sift::ModelOptions mo;
-    mo.dtype = sift::ParseDtype(args["dtype"]);
-    mo.device = sift::ParseDevice(args["device"]);
-    auto model = sift::Model::Load(args["model"], mo);
-    std::ofstream out;
-    if (!args["out"].empty()) out.open(args["out"], std::ios::app);
-    const bool speed = args["mode"] == "speed";
-    if (warmup > 0) {  // one short run per config: first-call allocations
-      for (const std::string& config : Split(args["configs"])) {
-        sift::RequestState state;
-        state.tokens = std::vector<sift::TokenId>(300, 1000);
-        QuietContext ctx;
-        MakeStage(config, *model, args["pipelines"])->Run(*model, state, ctx);
-      }
-    }
-    for (const int64_t length : sift::cli::IntList(args["lengths"], "--lengths")) {
-      for (int i = 0; i < samples; ++i) {
-        sift::bench::TaskOptions to;
-        to.task = args["task"];
-        to.length = length;
-        to.seed = seed;
-        to.haystack_dir = sift::bench::DefaultHaystackDir();
-        const sift::bench::Sample sample = sift::bench::MakeSample(to, model->tokenizer(), i);
-        for (const std::string& config : Split(args["configs"])) {
-          sift::daemon::GenerateRequest req;
-          req.input = sift::daemon::InputKind::kContextQuestion;
-          req.context = sample.context;
-          req.question = sample.question;
-          req.max_tokens = speed ? gen : sample.max_tokens;
-          req.ignore_eos = speed;
-          sift::RequestState state;
-          bool clamped = false;
-          json details;
-          sift::Status st =
-              sift::daemon::BuildRequestState(*model, req, {}, &state, &clamped, &details);
-          if (!st.ok()) throw sift::Error("request: " + st.ToString());
-          if (args["mode"] == "trace") {
-            TraceNeedle(*model, sample, state.tokens, to.length, out);
-            break;
-          }
-          QuietContext ctx;
-          auto stage = MakeStage(config, *model, args["pipelines"]);
-          const auto t0 = std::chrono::steady_clock::now();
-          st = stage->Run(*model, state, ctx);
-          if (!st.ok()) throw sift::Error(config + ": " + st.ToString());
-          const auto t1 = std::chrono::steady_clock::now();
-          sift::GenerationResult r = sift::Generate(*model, *state.cache, state.last_logits,
-                                                    state.next_position, state.generation);
-          const auto t2 = std::chrono::steady_clock::now();
-          const double ttft = std::chrono::duration<double, std::milli>(t1 - t0).count();
-          const double e2e = std::chrono::duration<double, std::milli>(t2 - t0).count();
-          json line = {{"mode", args["mode"]},
-                       {"config", config},
-                       {"task", sample.task},
-                       {"id", sample.id},
-                       {"length", to.length},
-                       {"prompt_tokens", state.tokens.size()},
-                       {"ttft_ms", ttft},
-                       {"e2e_ms", e2e},
-                       {"generated", r.tokens.size()},
-                       {"kv_bytes", state.stats.kv_bytes},
-                       {"kv_bytes_full", state.stats.kv_bytes_full},
-                       {"tokens_kept", state.stats.tokens_kept}};
-          if (!speed) {
-            line["score"] = sift::bench::Score(sample, r.text);
-            line["output"] = r.text;
-          }
-          std::cout << line.dump() << std::endl;
-          if (out.is_open()) out << line.dump() << std::endl;
-        }
-      }
-    }
-    return 0;
-  });
+  return sift::cli::Run("sift-spts-bench", 1, [&] { return RunBench(a); });
 }
