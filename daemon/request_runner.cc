@@ -1,6 +1,5 @@
 #include "daemon/request_runner.h"
 
-#include <algorithm>
 #include <new>
 
 #include "daemon/log.h"

@@ -1,6 +1,5 @@
 #include "selection/cache_edit.h"
 
-#include <algorithm>
 #include <string>
 
 #include "sift/error.h"
