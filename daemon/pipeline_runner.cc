@@ -4,6 +4,7 @@
 
 #include "daemon/local_stage_host.h"
 #include "daemon/state_codec.h"
+#include "sift/cost_report.h"
 #include "sift/error.h"
 
 namespace sift::daemon {
@@ -81,12 +82,14 @@ Status RunRemote(const ResolvedStage& stage, const json& params, const Model& mo
   if (it != out.done.header.end()) {
     std::vector<FrameView> views;
     for (const zmq::message_t& m : out.done.payload) views.push_back({m.data(), m.size()});
+    RequestState reply;
     try {
-      DecodeState(*it, views, model.options().device, &state);
+      DecodeState(*it, views, model.options().device, &reply);
     } catch (const std::exception& e) {
       return Status(StatusCode::kInternal, "bad_worker_reply",
                     stage.config.endpoint + ": " + e.what());
     }
+    state.AdoptProducts(std::move(reply));
   }
   return out.status;
 }
@@ -135,10 +138,10 @@ Status RunPipeline(const std::string& pipeline, const std::vector<ResolvedStage>
     const Status status = stage.config.endpoint.empty()
                               ? RunLocal(stage, *instances[i], model, state, context)
                               : RunRemote(stage, params[i], model, state, context, timeouts);
-    state.stats.stages.push_back(StageTiming{
-        stage.config.label, stage.plugin->id(),
+    RecordStageCost(
+        state, stage.config.label, stage.plugin->id(), stage.plugin->kind(),
         std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start)
-            .count()});
+            .count());
     if (!status.ok()) {
       return Status(
           status.code(), status.reason(),

@@ -8,8 +8,10 @@
 //     (state_codec.h) both ways; the worker builds its own instance of the same plugin version
 //     from the same parameters (the local instance only planned). Progress and streamed text
 //     are relayed; cancellation is forwarded.
-// Per-stage wall times go to state.stats.stages ({label, plugin@version, ms}), failed stages
-// included.
+// After each stage (failed ones included) the runner records what it cost in state.stats.stages
+// (sift::RecordStageCost: label, plugin@version, kind, wall time, and the cache the stage left:
+// entries per layer and bytes); stages never do that bookkeeping themselves. A remote stage's
+// reply is taken over with RequestState::AdoptProducts, so stats stay the caller's.
 //
 // Overrides: {"<stage label or plugin name>": {"key": value, ...}, ...}; a plugin-name entry
 // applies to every stage of that plugin, a label entry to that stage (and wins).

@@ -120,7 +120,6 @@ Status BuildRequestState(const Model& model, const GenerateRequest& request,
   state->tokens = std::move(prompt.tokens);
   state->question_begin = prompt.question_begin;
   state->prompt_length = n;
-  state->stats.prompt_tokens = n;
 
   GenerationOptions& g = state->generation;
   g.sampling.temperature = request.temperature;

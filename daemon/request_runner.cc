@@ -1,10 +1,10 @@
 #include "daemon/request_runner.h"
 
-#include <algorithm>
 #include <new>
 
 #include "daemon/log.h"
 #include "daemon/request_context.h"
+#include "sift/cost_report.h"
 #include "sift/error.h"
 
 namespace sift::daemon {
@@ -18,19 +18,13 @@ struct Resolved {
   std::shared_ptr<const Pipeline> pipeline;
 };
 
-int64_t ElementBytes(at::ScalarType dtype) { return static_cast<int64_t>(c10::elementSize(dtype)); }
-
-// Bytes an uncompressed cache of n tokens takes (k + v + positions, as KvCache::Bytes counts).
-int64_t FullCacheBytes(const Model& model, int64_t n) {
-  const ModelConfig& c = model.config();
-  const int64_t per_entry = 2 * c.head_dim * ElementBytes(model.options().dtype) + 8;
-  return n * c.num_layers * c.num_kv_heads * per_entry;
-}
-
-FinalReport MakeReport(const LiveRequest& request, const Pipeline& pipeline,
-                       const RequestState& state, const RequestContext& context, const Model& model,
-                       Clock::time_point started, bool clamped) {
+// The request's `final`: the text and usage as decode left them (or as they were streamed), the
+// cost as sift::MakeCostReport computes it, and the daemon's own clock readings.
+FinalReport MakeReport(const LiveRequest& request, const RequestState& state,
+                       const RequestContext& context, const Model& model, Clock::time_point started,
+                       bool clamped) {
   const auto now = Clock::now();
+  const CostReport cost = MakeCostReport(state, model);
   FinalReport r;
   r.text = state.result.text.empty() ? context.text() : state.result.text;
   r.finish_reason = FinishReasonName(state.result.finish);
@@ -39,47 +33,19 @@ FinalReport MakeReport(const LiveRequest& request, const Pipeline& pipeline,
   r.completion_tokens = state.result.tokens.empty()
                             ? context.tokens_emitted()
                             : static_cast<int64_t>(state.result.tokens.size());
-  r.tokens_before = state.prompt_length;
-  if (state.stats.tokens_kept > 0) {
-    r.tokens_kept = state.stats.tokens_kept;
-  } else if (state.cache && state.cache->num_layers() > 0) {
-    // Entries per layer (and head) minus what decode appended (every token but the last).
-    const int64_t appended = std::max<int64_t>(0, r.completion_tokens - 1);
-    r.tokens_kept =
-        std::max<int64_t>(0, state.cache->TotalEntries() / state.cache->num_layers() - appended);
-  } else {
-    r.tokens_kept = static_cast<int64_t>(state.tokens.size());
-  }
-  r.kv_bytes_full = state.stats.kv_bytes_full > 0 ? state.stats.kv_bytes_full
-                                                  : FullCacheBytes(model, state.prompt_length);
-  if (state.stats.kv_bytes > 0) {
-    r.kv_bytes = state.stats.kv_bytes;
-  } else {
-    r.kv_bytes = FullCacheBytes(model, r.tokens_kept);
-  }
-  double before_decode = 0, decode = 0;
-  bool seen_decode = false;
-  for (const StageTiming& t : state.stats.stages) {
-    StageReport s{t.stage, t.plugin, "", t.ms};
-    for (const StageInfo& info : pipeline.stages()) {
-      if (info.label == t.stage) s.kind = StageKindName(info.kind);
-    }
-    if (s.kind == "decode") {
-      seen_decode = true;
-      decode += t.ms;
-    } else if (!seen_decode) {
-      before_decode += t.ms;
-    }
-    r.stages.push_back(std::move(s));
+  r.tokens_before = cost.tokens_before;
+  r.tokens_kept = cost.tokens_kept;
+  r.kv_bytes_full = cost.kv_bytes_full;
+  r.kv_bytes = cost.kv_bytes;
+  for (const StageCost& s : cost.stages) {
+    r.stages.push_back(StageReport{s.stage, s.plugin, StageKindName(s.kind), s.ms});
   }
   r.queue_ms = MsBetween(request.received, started);
   r.e2e_ms = MsBetween(request.received, now);
   r.ttft_ms = context.first_token_time() ? MsBetween(request.received, *context.first_token_time())
                                          : r.e2e_ms;
-  r.prefill_ms = state.stats.prefill_ms > 0 ? state.stats.prefill_ms : before_decode;
-  r.decode_ms = state.stats.decode_ms > 0    ? state.stats.decode_ms
-                : state.result.decode_ms > 0 ? state.result.decode_ms
-                                             : decode;
+  r.prefill_ms = cost.prefill_ms;
+  r.decode_ms = cost.decode_ms;
   r.catalog_generation = request.catalog_generation;
   return r;
 }
@@ -180,7 +146,7 @@ void CatalogBackend::Execute(const std::shared_ptr<LiveRequest>& request, ReplyS
     sink.SendTerminal(request, ErrorHeader(g.id, status));
     return;
   }
-  FinalReport report = MakeReport(*request, pipeline, state, context, *model_, started, clamped);
+  FinalReport report = MakeReport(*request, state, context, *model_, started, clamped);
   sink.SendTerminal(request, FinalHeader(g.id, g.pipeline, report));
 }
 

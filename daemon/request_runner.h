@@ -2,9 +2,12 @@
 // admitted requests on the shared model: build the RequestState (request_builder.h), run the
 // pipeline with a RequestContext, and answer with one `final` (text, usage, stats) or `error`.
 //
+// Cost (tokens and KV bytes kept, prefill and decode time, per-stage times) comes from
+// sift::MakeCostReport (sift/cost_report.h), the function sift-bench's in-process rows use too.
 // Timings (all from the daemon's monotonic clock, in ms): queue = arrival -> a worker starts
-// it; ttft = arrival -> first generated token; prefill = stage time before the decode stage
-// (unless the pipeline reports its own); decode = the decode stage; e2e = arrival -> final.
+// it; ttft = arrival -> first generated token; prefill = the stages before decode; decode =
+// generating after the first token (the decode stage's time if it did not say); e2e = arrival
+// -> final.
 //
 // THREADING: FindPipeline/List/Describe on the I/O thread, Execute on workers (concurrently);
 //            the model and catalog are thread-safe.

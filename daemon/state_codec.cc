@@ -74,18 +74,6 @@ json EncodeCache(const KvCache* cache, Encoder& enc) {
           {"layers", std::move(layers)}};
 }
 
-json EncodeStats(const RequestStats& s) {
-  json stages = json::array();
-  for (const StageTiming& t : s.stages) {
-    stages.push_back({{"stage", t.stage}, {"plugin", t.plugin}, {"ms", t.ms}});
-  }
-  return {{"queue_ms", s.queue_ms},       {"prefill_ms", s.prefill_ms},
-          {"ttft_ms", s.ttft_ms},         {"decode_ms", s.decode_ms},
-          {"e2e_ms", s.e2e_ms},           {"prompt_tokens", s.prompt_tokens},
-          {"tokens_kept", s.tokens_kept}, {"kv_bytes_full", s.kv_bytes_full},
-          {"kv_bytes", s.kv_bytes},       {"stages", std::move(stages)}};
-}
-
 // ---- decoding ----
 
 // Typed access to header fields with errors that name the field path.
@@ -273,8 +261,6 @@ EncodedState EncodeState(const RequestState& s) {
                      {"last_query_logit_sum", enc.Tensor(st.last_query_logit_sum)}});
   }
   h["layer_stats"] = std::move(stats);
-  h["hidden"] = enc.Tensor(s.hidden);
-  h["layer_cursor"] = s.layer_cursor;
 
   json kept = json::array();
   for (const auto& [layer, idx] : s.kept_indices) {
@@ -296,7 +282,6 @@ EncodedState EncodeState(const RequestState& s) {
                  {"text", enc.Bytes(r.text)},
                  {"finish", FinishReasonName(r.finish)},
                  {"decode_ms", r.decode_ms}};
-  h["stats"] = EncodeStats(s.stats);
   return EncodedState{std::move(h), enc.Take()};
 }
 
@@ -340,8 +325,6 @@ void DecodeState(const json& h, const std::vector<FrameView>& frames, const at::
         dec.Tensor(Field(e, "last_query_logit_sum", path), path + ".last_query_logit_sum");
     s.layer_stats[layer] = std::move(st);
   }
-  s.hidden = dec.Tensor(Field(h, "hidden", ""), "hidden");
-  s.layer_cursor = Get<int64_t>(h, "layer_cursor", "");
 
   for (const json& e : Field(h, "kept_indices", "")) {
     const int64_t layer = Get<int64_t>(e, "layer", "kept_indices[]");
@@ -373,22 +356,6 @@ void DecodeState(const json& h, const std::vector<FrameView>& frames, const at::
   }
   SIFT_CHECK(known, "state header: unknown 'result.finish' '", finish, "'");
   s.result.decode_ms = Get<double>(r, "decode_ms", "result");
-
-  const json& st = Field(h, "stats", "");
-  s.stats.queue_ms = Get<double>(st, "queue_ms", "stats");
-  s.stats.prefill_ms = Get<double>(st, "prefill_ms", "stats");
-  s.stats.ttft_ms = Get<double>(st, "ttft_ms", "stats");
-  s.stats.decode_ms = Get<double>(st, "decode_ms", "stats");
-  s.stats.e2e_ms = Get<double>(st, "e2e_ms", "stats");
-  s.stats.prompt_tokens = Get<int64_t>(st, "prompt_tokens", "stats");
-  s.stats.tokens_kept = Get<int64_t>(st, "tokens_kept", "stats");
-  s.stats.kv_bytes_full = Get<int64_t>(st, "kv_bytes_full", "stats");
-  s.stats.kv_bytes = Get<int64_t>(st, "kv_bytes", "stats");
-  for (const json& t : Field(st, "stages", "stats")) {
-    s.stats.stages.push_back(StageTiming{Get<std::string>(t, "stage", "stats.stages[]"),
-                                         Get<std::string>(t, "plugin", "stats.stages[]"),
-                                         Get<double>(t, "ms", "stats.stages[]")});
-  }
   *state = std::move(s);
 }
 

@@ -2,14 +2,16 @@
 // `siftd --worker`).
 //
 // An encoded state is a JSON header plus one binary frame per tensor. The header holds every
-// small field (ids, plan, options, stats, result) and, in place of each tensor, a descriptor
+// small field (ids, plan, options, result) and, in place of each tensor, a descriptor
 // {"frame": i, "dtype": "bf16", "shape": [..]}; frame i holds the tensor's elements, contiguous,
 // row-major, in host byte order (little-endian on every platform sift supports). No strides, no
 // pickled objects: a reader in any language can rebuild every tensor from dtype and shape.
 // Ragged caches are natural: every layer's k, v and positions are separate tensors.
 //
-// Header schema ("format": "sift.state/1"): see EncodeState in state_codec.cc, which lists
-// every field in one place; docs/pipelines.md describes it for other implementations.
+// Header schema ("format": "sift.state/2"): see EncodeState in state_codec.cc, which lists
+// every field in one place; docs/pipelines.md describes it for other implementations. What
+// travels is what a stage reads and writes; state.stats (the pipeline runner's cost records)
+// stays with the caller and is not encoded.
 //
 // THREADING: pure functions. ERRORS: DecodeState throws sift::Error naming the bad field.
 #ifndef SIFT_DAEMON_STATE_CODEC_H_
@@ -25,7 +27,7 @@
 
 namespace sift::daemon {
 
-inline constexpr const char* kStateFormat = "sift.state/1";
+inline constexpr const char* kStateFormat = "sift.state/2";
 
 struct EncodedState {
   nlohmann::json header;
@@ -42,8 +44,9 @@ struct FrameView {
 
 EncodedState EncodeState(const RequestState& state);
 
-// Replaces every field of *state with the decoded one. Tensors are copied out of the frames
-// (which may be released afterwards) and placed on `device`; the cache too.
+// Replaces *state with the decoded state (stats empty: they do not travel). Tensors are copied
+// out of the frames (which may be released afterwards) and placed on `device`; the cache too.
+// The caller of a remote hop takes the reply over with RequestState::AdoptProducts.
 void DecodeState(const nlohmann::json& header, const std::vector<FrameView>& frames,
                  const at::Device& device, RequestState* state);
 

@@ -26,7 +26,6 @@ Status DecodeLocalStage::Run(const Model& model, RequestState& state, StageConte
   };
   state.result = Generate(model, *state.cache, state.last_logits, state.next_position,
                           state.generation, on_piece);
-  state.stats.decode_ms = state.result.decode_ms;
   if (context.Cancelled()) return context.CancelStatus();
   if (client_gone) {
     return Status(StatusCode::kCancelled, "client_gone", "the client stopped receiving text");

@@ -4,8 +4,8 @@
 // Runs sift::Generate from state.last_logits at state.next_position with state.generation
 // (sampling, limits, stop strings and tokens). Every non-empty piece of safe text goes to
 // context.Emit; generation stops early when Emit returns false (client gone) or the request is
-// cancelled. state.result gets the tokens, text and finish reason also when stopped early;
-// stats.decode_ms is set.
+// cancelled. state.result gets the tokens, text, finish reason and decode time also when
+// stopped early.
 //
 // Parameters: none (generation options are per request).
 //

@@ -27,8 +27,6 @@ Status KeepRecentStage::Run(const Model& model, RequestState& state, StageContex
         indices.unsqueeze(0).expand({cache.shape().num_kv_heads, kept}).contiguous();
     context.Progress("keep_recent", layer + 1, layers);
   }
-  state.stats.tokens_kept = cache.TotalEntries() / std::max<int64_t>(1, layers);
-  state.stats.kv_bytes = cache.Bytes();
   return Status::Ok();
 }
 

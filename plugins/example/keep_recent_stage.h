@@ -3,8 +3,8 @@
 // After the prefill, every layer keeps only its `keep` most recent cache entries (the tail of
 // the prompt, which usually holds the question) and evicts the rest. Kept entries retain their
 // original RoPE positions, so decoding continues at state.next_position as if the whole prompt
-// were there. Records the kept indices per layer in state.kept_indices ([Hkv, m], sorted) and
-// updates stats.tokens_kept and stats.kv_bytes.
+// were there. Records the kept indices per layer in state.kept_indices ([Hkv, m], sorted). (The
+// pipeline runner measures what the smaller cache costs, after the stage.)
 //
 // Parameters:
 //   keep  int in [1, 1048576], default 256   entries kept per layer and KV head

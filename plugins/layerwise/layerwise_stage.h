@@ -10,7 +10,7 @@
 //         the follower's cache still holds the whole prompt), kept_indices copied, and the
 //         follower's keys moved to the leader's positions when the leader was re-rotated. Then
 //         it finishes the compression for the whole cache (question re-prefill for
-//         context-only selection, next_position, stats.tokens_kept / kv_bytes).
+//         context-only selection, next_position).
 // A trailing group shorter than N (30 layers, N = 4: layers 28, 29) is led by its first layer.
 //
 // Parameters:

@@ -1,7 +1,6 @@
 #include "prefill_full_stage.h"
 
 #include <algorithm>
-#include <chrono>
 #include <map>
 #include <memory>
 #include <string>
@@ -56,11 +55,6 @@ void Merge(AttentionStats& acc, AttentionStats&& part) {
   }
 }
 
-double MsSince(std::chrono::steady_clock::time_point start) {
-  return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start)
-      .count();
-}
-
 }  // namespace
 
 PrefillFullStage::PrefillFullStage(const StageParams& params, const Model& model)
@@ -68,7 +62,6 @@ PrefillFullStage::PrefillFullStage(const StageParams& params, const Model& model
       block_size_(params.GetInt("block_size", 256, 1, 65536, RequestCap{64, 65536})) {}
 
 Status PrefillFullStage::Run(const Model& model, RequestState& state, StageContext& context) {
-  const auto start = std::chrono::steady_clock::now();
   const ModelConfig& config = model.config();
   const int64_t n = static_cast<int64_t>(state.tokens.size());
   SIFT_RETURN_IF_ERROR(CheckPrompt(model, state.tokens));
@@ -109,19 +102,7 @@ Status PrefillFullStage::Run(const Model& model, RequestState& state, StageConte
   }
   context.Progress("prefill", total_steps, total_steps);
 
-  state.cache = std::move(cache);
-  state.last_logits = logits;
-  state.next_position = n;
-  state.layer_stats = std::move(stats);
-  state.hidden = at::Tensor();
-  state.layer_cursor = 0;
-  state.kept_indices.clear();
-  if (state.prompt_length == 0) state.prompt_length = n;
-  state.stats.tokens_kept = state.cache->TotalEntries() / std::max<int64_t>(1, layers);
-  // An uncompressed cache of the original prompt (longer than `n` after a filter).
-  state.stats.kv_bytes_full = state.cache->Bytes() / n * std::max(n, state.prompt_length);
-  state.stats.kv_bytes = state.cache->Bytes();
-  state.stats.prefill_ms += MsSince(start);
+  state.AdoptPrefill(std::move(cache), std::move(logits), std::move(stats));
   return Status::Ok();
 }
 

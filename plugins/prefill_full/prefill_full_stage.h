@@ -2,9 +2,8 @@
 //
 // Builds a fresh KV cache (state.cache) from state.tokens at positions 0..n-1, collects the
 // attention statistics that the pipeline's later stages asked for in state.plan.stats (merged
-// across chunks so that chunked and unchunked prefill give the same statistics), and sets
-// last_logits, next_position, stats.prefill_ms (added to, so a re-prefill after a filter
-// counts too), stats.tokens_kept, kv_bytes_full and kv_bytes.
+// across chunks so that chunked and unchunked prefill give the same statistics), and hands them
+// over with last_logits (RequestState::AdoptPrefill: next_position = n, kept indices dropped).
 //
 // Parameters (pipeline TOML or per-request overrides; a request may set only the capped range):
 //   chunk_size  int >= 0, default 0     rows per forward chunk; 0 = the whole prompt at once

@@ -1,9 +1,7 @@
 #include "prefill_partial_stage.h"
 
-#include <chrono>
 #include <string>
 
-#include "filter/scoring_pass.h"
 #include "partial_prefill.h"
 #include "prefill/prompt_check.h"
 
@@ -13,7 +11,6 @@ PrefillPartialStage::PrefillPartialStage(const StageParams& params, const Model&
     : block_size_(params.GetInt("block_size", 256, 1, 65536, RequestCap{64, 65536})) {}
 
 Status PrefillPartialStage::Run(const Model& model, RequestState& state, StageContext& context) {
-  const auto start = std::chrono::steady_clock::now();
   SIFT_RETURN_IF_ERROR(CheckPromptTokens(model, state.tokens));
   if (state.plan.stats.empty()) {
     return Status(StatusCode::kFailedPrecondition, "nothing_planned",
@@ -30,7 +27,7 @@ Status PrefillPartialStage::Run(const Model& model, RequestState& state, StageCo
   if (!PartialPrefill(model, state.tokens, state.plan.stats, options, &stats)) {
     return context.CancelStatus();
   }
-  FinishScoringPass(state, std::move(stats), start);
+  state.AdoptScores(std::move(stats));
   return Status::Ok();
 }
 

@@ -3,9 +3,9 @@
 //
 // The depth comes from the plan: the deepest layer a later stage (the gemfilter filter) asked
 // statistics of, r (0-based, so r + 1 layers run, as the paper's code `layers[:r+1]`). Layer r
-// computes only the last query's scores against all keys. Results: state.layer_stats (as
-// planned); state.cache stays null, last_logits undefined (a filter and a full prefill must
-// follow); stats.prefill_ms is added to; prompt_length is set if unset.
+// computes only the last query's scores against all keys. Results (RequestState::AdoptScores):
+// state.layer_stats (as planned); state.cache null, last_logits undefined (a filter and a full
+// prefill must follow); prompt_length is set if unset.
 //
 // Parameters:
 //   block_size  int in [1, 65536], default 256   attention query block

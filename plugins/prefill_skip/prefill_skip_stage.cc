@@ -1,7 +1,6 @@
 #include "prefill_skip_stage.h"
 
 #include <algorithm>
-#include <chrono>
 #include <cmath>
 #include <filesystem>
 #include <memory>
@@ -14,11 +13,6 @@
 
 namespace sift::plugins {
 namespace {
-
-double MsSince(std::chrono::steady_clock::time_point start) {
-  return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start)
-      .count();
-}
 
 // The built-in schedule for a model without settings of its own (pipelines/models/*.toml sets
 // them per model): the paper's LLaMA-3.1-8B schedule, dense layers 0-9 and stage ends
@@ -103,9 +97,7 @@ PrefillSkipStage::PrefillSkipStage(const StageParams& params, const Model& model
 }
 
 Status PrefillSkipStage::Run(const Model& model, RequestState& state, StageContext& context) {
-  const auto start = std::chrono::steady_clock::now();
   const ModelConfig& config = model.config();
-  const int64_t n = static_cast<int64_t>(state.tokens.size());
   SIFT_RETURN_IF_ERROR(CheckPrompt(model, state.tokens));
   if (!state.plan.stats.empty()) {
     return Status(StatusCode::kFailedPrecondition, "stats_unsupported",
@@ -145,22 +137,7 @@ Status PrefillSkipStage::Run(const Model& model, RequestState& state, StageConte
   const int64_t layers = config.num_layers;
   context.Progress("prefill", layers, layers);
 
-  state.cache = std::move(cache);
-  state.last_logits = logits;
-  state.next_position = n;
-  state.layer_stats.clear();
-  state.hidden = at::Tensor();
-  state.layer_cursor = 0;
-  state.kept_indices.clear();
-  if (state.prompt_length == 0) state.prompt_length = n;
-  const int64_t entries = state.cache->TotalEntries();
-  state.stats.tokens_kept = entries / std::max<int64_t>(1, layers);
-  state.stats.kv_bytes = state.cache->Bytes();
-  // Every entry has the same size: an uncompressed cache holds n (the original prompt length
-  // after a filter) entries in every layer.
-  state.stats.kv_bytes_full =
-      entries > 0 ? state.stats.kv_bytes / entries * std::max(n, state.prompt_length) * layers : 0;
-  state.stats.prefill_ms += MsSince(start);
+  state.AdoptPrefill(std::move(cache), std::move(logits), {});
   return Status::Ok();
 }
 

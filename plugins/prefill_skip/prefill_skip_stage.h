@@ -3,8 +3,8 @@
 //
 // Builds a fresh per-layer-ragged KV cache (state.cache) from state.tokens at positions 0..n-1:
 // dense layers cache every token, skip layers only their active tokens, each at its original
-// RoPE position. Sets last_logits, next_position = n, stats.tokens_kept (mean entries per
-// layer), kv_bytes, kv_bytes_full (an uncompressed cache of the prompt) and adds prefill_ms.
+// RoPE position. Hands the cache over with last_logits (RequestState::AdoptPrefill: next_position
+// = n, no statistics, kept indices dropped).
 //
 // Parameters (pipeline TOML or per-request overrides):
 //   proxy        string, default ""      LTP proxy file from sift-spts-calibrate. "" = next to the

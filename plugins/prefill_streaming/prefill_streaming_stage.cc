@@ -1,12 +1,10 @@
 #include "prefill_streaming_stage.h"
 
 #include <algorithm>
-#include <chrono>
 #include <map>
 #include <set>
 #include <string>
 
-#include "filter/scoring_pass.h"
 #include "prefill/prompt_check.h"
 
 namespace sift::plugins {
@@ -22,7 +20,6 @@ PrefillStreamingStage::PrefillStreamingStage(const StageParams& params, const Mo
 }
 
 Status PrefillStreamingStage::Run(const Model& model, RequestState& state, StageContext& context) {
-  const auto start = std::chrono::steady_clock::now();
   const int64_t n = static_cast<int64_t>(state.tokens.size());
   SIFT_RETURN_IF_ERROR(CheckPromptTokens(model, state.tokens));
   std::set<int64_t> layers;
@@ -49,7 +46,7 @@ Status PrefillStreamingStage::Run(const Model& model, RequestState& state, Stage
   state.question_begin = question_begin;
   std::map<int64_t, AttentionStats> stats;
   for (auto& [layer, a] : scores.scores) stats[layer].max_prob = std::move(a);
-  FinishScoringPass(state, std::move(stats), start);
+  state.AdoptScores(std::move(stats));
   return Status::Ok();
 }
 

@@ -5,7 +5,7 @@
 // The retrieval layers come from the plan: every layer a later stage asked max_prob of (the
 // ilre filter asks for its l_R; 0-based layer l_R − 1). Results: state.layer_stats[l].max_prob =
 // A [|context|] (sink included), state.cache null, no logits (a filter and a full prefill must
-// follow), stats.prefill_ms added to, prompt_length set if unset. Without a question span the
+// follow), prompt_length set if unset (RequestState::AdoptScores). Without a question span the
 // last `fallback_query` tokens are the query part and question_begin is moved there.
 // There is no context-length check here: the streaming prefill's cost is linear, and prompts
 // past the model's context (siftd --n-ctx) are only compressed, never decoded at full length.

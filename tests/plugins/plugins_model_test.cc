@@ -14,6 +14,7 @@
 #include "daemon/plugin_loader.h"
 #include "model_fixture.h"
 #include "prefill_full_stage.h"
+#include "sift/cost_report.h"
 #include "sift/generate.h"
 #include "support/temp_dir.h"
 #include "test_context.h"
@@ -63,13 +64,16 @@ TEST(FullPipelineTest, EqualsDirectForwardAndGenerate) {
   EXPECT_TRUE(at::equal(state.last_logits, logits));
   const int64_t n = state.prompt_length;
   EXPECT_EQ(state.next_position, n);
-  EXPECT_EQ(state.stats.tokens_kept, n);
-  EXPECT_EQ(state.stats.kv_bytes, state.stats.kv_bytes_full);
-  EXPECT_GT(state.stats.prefill_ms, 0);
+  const CostReport cost = MakeCostReport(state, model);
+  EXPECT_EQ(cost.tokens_kept, n);
+  EXPECT_EQ(cost.kv_bytes, cost.kv_bytes_full);
+  EXPECT_GT(cost.prefill_ms, 0);
   ASSERT_EQ(state.stats.stages.size(), 2u);
   EXPECT_EQ(state.stats.stages[0].stage, "prefill");
   EXPECT_EQ(state.stats.stages[0].plugin, "prefill_full@1.0.0");
+  EXPECT_EQ(state.stats.stages[0].kind, StageKind::kPrefill);
   EXPECT_EQ(state.stats.stages[1].plugin, "decode_local@1.0.0");
+  EXPECT_EQ(state.stats.stages[1].kind, StageKind::kDecode);
   EXPECT_GT(context.progress_calls, 0);
 }
 
@@ -285,7 +289,7 @@ TEST(ModelDefaultsReloadTest, ChangedDefaultsApplyAfterARescan) {
     RequestState state = NewRequest(model, 1);
     TestContext context;
     EXPECT_TRUE(pipeline->Run(model, state, json::object(), context).ok());
-    return state.stats.tokens_kept;
+    return MakeCostReport(state, model).tokens_kept;
   };
   EXPECT_EQ(kept(), 17);
   write_defaults(23);
@@ -303,13 +307,14 @@ TEST(OverridesTest, PerRequestParametersAreCheckedAndApplied) {
   RequestState state = NewRequest(model, 4);
   TestContext context;
   ASSERT_TRUE(pipeline->Run(model, state, {{"select", {{"keep", 16}}}}, context).ok());
-  EXPECT_EQ(state.stats.tokens_kept, 16);
+  const CostReport cost = MakeCostReport(state, model);
+  EXPECT_EQ(cost.tokens_kept, 16);
   EXPECT_EQ(state.kept_indices.at(3).sizes(), (std::vector<int64_t>{3, 16}));
-  EXPECT_LT(state.stats.kv_bytes, state.stats.kv_bytes_full);
+  EXPECT_LT(cost.kv_bytes, cost.kv_bytes_full);
 
   RequestState by_plugin = NewRequest(model, 1);
   ASSERT_TRUE(pipeline->Run(model, by_plugin, {{"keep_recent", {{"keep", 20}}}}, context).ok());
-  EXPECT_EQ(by_plugin.stats.tokens_kept, 20);
+  EXPECT_EQ(MakeCostReport(by_plugin, model).tokens_kept, 20);
 
   RequestState typo = NewRequest(model, 1);
   Status st = pipeline->Run(model, typo, {{"select", {{"kep", 16}}}}, context);

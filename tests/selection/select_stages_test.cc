@@ -53,8 +53,6 @@ RequestState MakeState(int64_t layers, int64_t n, const at::Tensor& scores,
     s.layer_stats[l] = st;
   }
   s.last_logits = at::zeros({8});
-  s.stats.kv_bytes_full = s.cache->Bytes();
-  s.stats.kv_bytes = s.cache->Bytes();
   return s;
 }
 
@@ -73,6 +71,7 @@ TEST(SnapKv, KeepsTopPrefixPlusWindowInOrder) {
   // n = 12, window 3, budget 6: 3 from the prefix [0, 9) + the window 9..11.
   std::vector<float> base = {0.1f, 9, 0.1f, 0.1f, 7, 0.1f, 0.1f, 8, 0.1f, 0, 0, 0};
   RequestState s = MakeState(2, 12, Uniform(base));
+  const int64_t full_bytes = s.cache->Bytes();
   SnapKvStage stage(Params({{"budget", 6}, {"window", 3}, {"pooling", "none"}}));
   RequestPlan plan;
   stage.PlanStats(2, plan);
@@ -88,8 +87,8 @@ TEST(SnapKv, KeepsTopPrefixPlusWindowInOrder) {
     EXPECT_EQ(s.cache->Values(l)[0][1][0].item<float>(), 1004.0f);
   }
   EXPECT_EQ(s.next_position, 12);  // decode continues at the uncompressed length
-  EXPECT_EQ(s.stats.tokens_kept, 6);
-  EXPECT_EQ(s.stats.kv_bytes, s.stats.kv_bytes_full / 2);
+  EXPECT_EQ(s.cache->TotalEntries(), 2 * 6);
+  EXPECT_EQ(s.cache->Bytes(), full_bytes / 2);
   EXPECT_EQ(s.cache->AllocatedBytes(), s.cache->Bytes());  // evicted memory released
 }
 
@@ -284,7 +283,7 @@ TEST(Layerwise, FollowersCopyTheirLeadersIncludingTheShortLastGroup) {
   }
   // Group 28-29 (led by 28: chunk (28/4 % 7) = 0 -> tokens 0..4).
   EXPECT_EQ(Row(s.kept_indices.at(29)).front(), 0);
-  EXPECT_EQ(s.stats.tokens_kept, 12);
+  EXPECT_EQ(s.cache->TotalEntries(), layers * 12);
 }
 
 TEST(Layerwise, WithoutASelectStageFails) {

@@ -2,6 +2,8 @@
 
 #include <gtest/gtest.h>
 
+#include <type_traits>
+
 namespace sift {
 namespace {
 
@@ -68,6 +70,62 @@ TEST(KvCacheTest, SharedIndicesAndEdgeCases) {
   c.Clear();
   EXPECT_EQ(c.AllocatedBytes(), 0);
   EXPECT_EQ(c.TotalEntries(), 0);
+}
+
+// A copy of the tensor handles would share storage with the original: copies are explicit.
+static_assert(!std::is_copy_constructible_v<KvCache> && !std::is_copy_assignable_v<KvCache>);
+static_assert(std::is_nothrow_move_constructible_v<KvCache> && std::is_move_assignable_v<KvCache>);
+
+TEST(KvCacheTest, CloneIsADeepCopy) {
+  KvCache c(Shape());
+  c.set_headroom(7);
+  AppendTokens(c, 0, 0, 10);
+  AppendTokens(c, 1, 0, 10);
+  c.Select(1, at::tensor({2, 4, 6}, at::kLong));
+  KvCache d = c.Clone();
+  EXPECT_EQ(d.headroom(), 7);
+  EXPECT_EQ(d.size(0), 10);
+  EXPECT_EQ(d.size(1), 3);
+  EXPECT_TRUE(at::equal(d.Keys(1), c.Keys(1)));
+  EXPECT_TRUE(at::equal(d.Values(0), c.Values(0)));
+  EXPECT_TRUE(at::equal(d.Positions(1), c.Positions(1)));
+  EXPECT_EQ(d.Bytes(), c.Bytes());
+
+  // Editing the clone in place, appending to it and evicting from it leaves the original as it
+  // was.
+  const at::Tensor keys0 = c.Keys(0).clone(), pos0 = c.Positions(0).clone();
+  d.Keys(0).fill_(-1);
+  d.Positions(0).fill_(-1);
+  AppendTokens(d, 1, 10, 2);
+  d.Select(0, at::tensor({0}, at::kLong));
+  EXPECT_TRUE(at::equal(c.Keys(0), keys0));
+  EXPECT_TRUE(at::equal(c.Positions(0), pos0));
+  EXPECT_EQ(c.size(0), 10);
+  EXPECT_EQ(c.size(1), 3);
+  EXPECT_EQ(c.Positions(1)[0][2].item<int64_t>(), 6);
+
+  KvCache empty(Shape());
+  EXPECT_EQ(empty.Clone().TotalEntries(), 0);
+}
+
+TEST(KvCacheTest, MovesTransferTheStorage) {
+  KvCache c(Shape());
+  AppendTokens(c, 0, 0, 5);
+  const void* storage = c.Keys(0).data_ptr();  // host: a CPU cache, the address only
+  KvCache moved(std::move(c));
+  EXPECT_EQ(moved.size(0), 5);
+  EXPECT_EQ(moved.Keys(0).data_ptr(), storage);  // host: a CPU cache, the address only
+}
+
+TEST(KvCacheTest, EntryBytesIsWhatBytesCounts) {
+  KvCacheShape shape = Shape();
+  EXPECT_EQ(KvCache::EntryBytes(shape), 2 * (2 * 4 * 4 + 8));  // Hkv * (k + v in fp32 + position)
+  shape.dtype = at::kBFloat16;
+  EXPECT_EQ(KvCache::EntryBytes(shape), 2 * (2 * 4 * 2 + 8));
+  KvCache c(Shape());
+  AppendTokens(c, 0, 0, 9);
+  AppendTokens(c, 1, 0, 4);
+  EXPECT_EQ(c.Bytes(), 13 * KvCache::EntryBytes(Shape()));
 }
 
 }  // namespace

@@ -8,6 +8,7 @@
 #include "daemon/pipeline_runner.h"
 #include "daemon/protocol.h"
 #include "daemon/request_builder.h"
+#include "sift/cost_report.h"
 #include "sift/device.h"
 #include "sift/error.h"
 
@@ -24,8 +25,6 @@ class QuietContext final : public StageContext {
   void Progress(const std::string&, int64_t, int64_t) override {}
   bool Emit(const std::string&, TokenId) override { return true; }
 };
-
-at::Tensor Clone(const at::Tensor& t) { return t.defined() ? t.clone() : t; }
 
 // The overrides of one stage as RunPipeline merges them: plugin entry, then label entry.
 json StageOverrides(const ResolvedStage& stage, const json& overrides) {
@@ -80,19 +79,11 @@ bool MergePlan(RequestPlan& into, const RequestPlan& plan) {
   return true;
 }
 
-int64_t FullCacheBytes(const Model& model, int64_t n) {
-  const ModelConfig& c = model.config();
-  const int64_t per_entry =
-      2 * c.head_dim * static_cast<int64_t>(c10::elementSize(model.options().dtype)) + 8;
-  return n * c.num_layers * c.num_kv_heads * per_entry;
-}
-
 struct Prepared {
   const BenchConfig* config = nullptr;
   size_t index = 0;  // in the caller's configs
   std::string pipeline;
   std::vector<ResolvedStage> stages;
-  std::vector<StageKind> kinds;
   RequestPlan plan;
   std::string prefill_key;  // "" = cannot share
 };
@@ -168,14 +159,14 @@ class InProcessBackend final : public Backend {
     for (Group& g : groups) {
       if (g.members.size() == 1) {
         Prepared& p = *g.members[0];
-        RequestState state = CopyState(base);
+        RequestState state = base.Clone();
         const auto start = std::chrono::steady_clock::now();
         const Status s = daemon::RunPipeline(p.pipeline, p.stages, *model_, state,
                                              p.config->overrides, context_);
-        results[p.index] = Finish(p, state, s, start, false);
+        results[p.index] = Finish(state, s, start, false);
         continue;
       }
-      RequestState shared = CopyState(base);
+      RequestState shared = base.Clone();
       shared.plan = g.plan;
       const std::vector<ResolvedStage> first(g.members[0]->stages.begin(),
                                              g.members[0]->stages.begin() + 1);
@@ -191,13 +182,13 @@ class InProcessBackend final : public Backend {
           results[p->index].error = ps.ToString();
           continue;
         }
-        RequestState state = CopyState(shared);
+        RequestState state = shared.Clone();
         state.plan = p->plan;
         const std::vector<ResolvedStage> rest(p->stages.begin() + 1, p->stages.end());
         const auto t0 = std::chrono::steady_clock::now();
         const Status s = daemon::RunPipeline(p->pipeline, rest, *model_, state,
                                              OverridesFor(rest, p->config->overrides), context_);
-        results[p->index] = Finish(*p, state, s, t0, true);
+        results[p->index] = Finish(state, s, t0, true);
         results[p->index].client_ms += prefill_ms;
       }
     }
@@ -235,14 +226,13 @@ class InProcessBackend final : public Backend {
     }
     p->pipeline = config.pipeline;
     p->stages = it->second;
-    for (const daemon::StageInfo& info : pipeline->stages()) p->kinds.push_back(info.kind);
     for (const ResolvedStage& stage : p->stages) {
       daemon::StageHandle instance =
           daemon::InstantiateStage(stage, StageOverrides(stage, config.overrides), *model_);
       const Status s = instance->Plan(*model_, p->plan);
       if (!s.ok()) throw Error("stage '" + stage.config.label + "' (plan): " + s.message());
     }
-    if (p->stages.size() >= 2 && !p->kinds.empty() && p->kinds[0] == StageKind::kPrefill &&
+    if (p->stages.size() >= 2 && p->stages[0].plugin->kind() == StageKind::kPrefill &&
         p->stages[0].config.endpoint.empty()) {
       json params = p->stages[0].config.params.ToJson();
       params.update(StageOverrides(p->stages[0], config.overrides));
@@ -250,7 +240,7 @@ class InProcessBackend final : public Backend {
     }
   }
 
-  RunResult Finish(const Prepared& p, const RequestState& state, const Status& status,
+  RunResult Finish(const RequestState& state, const Status& status,
                    std::chrono::steady_clock::time_point start, bool shared) {
     RunResult r;
     r.shared_prefill = shared;
@@ -265,26 +255,17 @@ class InProcessBackend final : public Backend {
     r.finish_reason = FinishReasonName(state.result.finish);
     r.prompt_tokens = state.prompt_length;
     r.completion_tokens = static_cast<int64_t>(state.result.tokens.size());
-    double before = 0, decode = 0;
+    const CostReport cost = MakeCostReport(state, *model_);
     json stages = json::array();
-    for (size_t i = 0; i < state.stats.stages.size(); ++i) {
-      const StageTiming& t = state.stats.stages[i];
-      const bool is_decode = i < p.kinds.size() && p.kinds[i] == StageKind::kDecode;
-      (is_decode ? decode : before) += t.ms;
-      stages.push_back({{"stage", t.stage}, {"plugin", t.plugin}, {"ms", t.ms}});
+    for (const StageCost& s : cost.stages) {
+      stages.push_back({{"stage", s.stage}, {"plugin", s.plugin}, {"ms", s.ms}});
     }
-    int64_t kept = state.stats.tokens_kept;
-    if (kept <= 0 && state.cache && state.cache->num_layers() > 0) {
-      kept = std::max<int64_t>(0, state.cache->TotalEntries() / state.cache->num_layers() -
-                                      std::max<int64_t>(0, r.completion_tokens - 1));
-    }
-    r.stats = {{"prefill_ms", before},
-               {"decode_ms", decode},
-               {"tokens_before", state.prompt_length},
-               {"tokens_kept", kept},
-               {"kv_bytes",
-                state.stats.kv_bytes > 0 ? state.stats.kv_bytes : FullCacheBytes(*model_, kept)},
-               {"kv_bytes_full", FullCacheBytes(*model_, state.prompt_length)},
+    r.stats = {{"prefill_ms", cost.prefill_ms},
+               {"decode_ms", cost.decode_ms},
+               {"tokens_before", cost.tokens_before},
+               {"tokens_kept", cost.tokens_kept},
+               {"kv_bytes", cost.kv_bytes},
+               {"kv_bytes_full", cost.kv_bytes_full},
                {"stages", stages}};
     return r;
   }
@@ -298,40 +279,6 @@ class InProcessBackend final : public Backend {
 };
 
 }  // namespace
-
-RequestState CopyState(const RequestState& s) {
-  RequestState c;
-  c.id = s.id;
-  c.tokens = s.tokens;
-  c.question_begin = s.question_begin;
-  c.prompt_length = s.prompt_length;
-  c.generation = s.generation;
-  if (s.cache) {
-    c.cache = std::make_unique<KvCache>(s.cache->shape());
-    for (int64_t l = 0; l < s.cache->num_layers(); ++l) {
-      if (s.cache->size(l) == 0) continue;
-      c.cache->Set(l, s.cache->Keys(l).clone(), s.cache->Values(l).clone(),
-                   s.cache->Positions(l).clone());
-    }
-  }
-  c.next_position = s.next_position;
-  c.last_logits = Clone(s.last_logits);
-  for (const auto& [layer, st] : s.layer_stats) {
-    AttentionStats& d = c.layer_stats[layer];
-    d.window_sum = Clone(st.window_sum);
-    d.last_query = Clone(st.last_query);
-    d.column_sum = Clone(st.column_sum);
-    d.max_prob = Clone(st.max_prob);
-    d.last_query_logit_sum = Clone(st.last_query_logit_sum);
-  }
-  c.hidden = Clone(s.hidden);
-  c.layer_cursor = s.layer_cursor;
-  for (const auto& [layer, t] : s.kept_indices) c.kept_indices[layer] = Clone(t);
-  c.plan = s.plan;
-  c.result = s.result;
-  c.stats = s.stats;
-  return c;
-}
 
 std::unique_ptr<Backend> MakeInProcessBackend(const InProcessOptions& options) {
   return std::make_unique<InProcessBackend>(options);

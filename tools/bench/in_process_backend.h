@@ -7,12 +7,13 @@
 // plans are merged per layer when compatible (windows equal or 0, max_from_query equal or -1,
 // booleans OR'ed; reuse_leader maps are not the prefill's business and may differ), else the
 // config gets a group of its own. The prefill runs once per group (RunPipeline over the first
-// stage, with the merged plan) and every config continues on a deep copy of the state (KvCache
-// copied through Keys/Values/Positions + Set, statistics and tensors cloned) with its own plan,
-// through RunPipeline over its remaining stages. Extra statistics collected for another config are
-// never read by a stage that did not ask for them, and the cache is the same, so outputs equal
-// running the config alone (tested). Without sharing (or for a lone config) the whole pipeline runs
-// through RunPipeline, as the daemon does. Timings of shared runs report the shared prefill's time.
+// stage, with the merged plan) and every config continues on a deep copy of the state
+// (RequestState::Clone) with its own plan, through RunPipeline over its remaining stages. Extra
+// statistics collected for another config are never read by a stage that did not ask for them, and
+// the cache is the same, so outputs equal running the config alone (tested). Without sharing (or
+// for a lone config) the whole pipeline runs through RunPipeline, as the daemon does. Timings of
+// shared runs report the shared prefill's time. The stats of a run are sift::MakeCostReport's
+// (sift/cost_report.h), as in the daemon's `final`.
 //
 // THREADING: one thread. ERRORS: the constructor throws sift::Error (model, folders); runs
 // report failures in RunResult.
@@ -23,7 +24,6 @@
 #include <string>
 
 #include "backend.h"
-#include "sift/request_state.h"
 
 namespace sift::bench {
 
@@ -38,9 +38,6 @@ struct InProcessOptions {
 };
 
 std::unique_ptr<Backend> MakeInProcessBackend(const InProcessOptions& options);
-
-// A deep copy of a request state (cache, statistics and tensors cloned).
-RequestState CopyState(const RequestState& state);
 
 }  // namespace sift::bench
 

@@ -35,7 +35,7 @@ class State:
 
 def base_header(st, tokens, text):
     return {
-        "format": "sift.state/1",
+        "format": "sift.state/2",
         "id": "seed",
         "tokens": st.tensor("i32", [len(tokens)], tokens),
         "question_begin": max(0, len(tokens) - 2),
@@ -47,15 +47,9 @@ def base_header(st, tokens, text):
         "next_position": len(tokens),
         "last_logits": None,
         "layer_stats": [],
-        "hidden": None,
-        "layer_cursor": 0,
         "kept_indices": [],
         "plan": {"stats": [], "reuse_leader": []},
         "result": {"tokens": [], "text": st.text(text), "finish": "length", "decode_ms": 0.0},
-        "stats": {"queue_ms": 0.5, "prefill_ms": 3.0, "ttft_ms": 4.0, "decode_ms": 0.0,
-                  "e2e_ms": 5.0, "prompt_tokens": len(tokens), "tokens_kept": len(tokens),
-                  "kv_bytes_full": 0, "kv_bytes": 0,
-                  "stages": [{"stage": "prefill", "plugin": "prefill_full@1.0.0", "ms": 3.0}]},
     }
 
 

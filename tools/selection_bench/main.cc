@@ -34,7 +34,6 @@
 #include "chunkkv_stage.h"
 #include "daemon/request_builder.h"
 #include "h2o_stage.h"
-#include "in_process_backend.h"
 #include "layerwise_stage.h"
 #include "prefill_full_stage.h"
 #include "pyramidkv_stage.h"
@@ -43,6 +42,7 @@
 #include "sift/generate.h"
 #include "sift/host.h"
 #include "sift/model.h"
+#include "sift/request_state.h"
 #include "snapkv_stage.h"
 #include "streamingllm_stage.h"
 #include "tasks.h"
@@ -242,7 +242,7 @@ int JaccardMode(const Model& model, std::map<std::string, std::string> f) {
           Prefill(model, base);
           for (const std::string& ratio : ratios) {
             for (const std::string m : {"h2o", "snapkv", "chunkkv"}) {
-              RequestState s = bench::CopyState(base);
+              RequestState s = base.Clone();
               Compress(model, s, m, std::stod(ratio), 1);
               const double j = AdjacentJaccard(s);
               jac[m + "|" + len + "|" + ratio].push_back(j);
@@ -309,7 +309,7 @@ int Overhead(const Model& model, std::map<std::string, std::string> f) {
   std::map<int64_t, std::vector<double>> select_ms, reuse_ms;
   for (int r = 0; r < reps; ++r) {
     for (int64_t nr : reuse) {
-      RequestState s = bench::CopyState(base);
+      RequestState s = base.Clone();
       auto [sel, reu] = Compress(model, s, "chunkkv", 0.1, nr);
       select_ms[nr].push_back(sel);
       reuse_ms[nr].push_back(reu);

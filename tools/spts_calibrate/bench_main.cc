@@ -32,6 +32,7 @@
 #include "daemon/request_builder.h"
 #include "prefill_full_stage.h"
 #include "prefill_skip_stage.h"
+#include "sift/cost_report.h"
 #include "sift/device.h"
 #include "sift/error.h"
 #include "sift/generate.h"
@@ -214,6 +215,9 @@ json RunConfig(const sift::Model& model, const sift::bench::Sample& sample,
   sift::Status st = stage->Run(model, state, ctx);
   if (!st.ok()) throw sift::Error(config + ": " + st.ToString());
   const auto t1 = std::chrono::steady_clock::now();
+  sift::RecordStageCost(state, config, config, sift::StageKind::kPrefill,
+                        std::chrono::duration<double, std::milli>(t1 - t0).count());
+  const sift::CostReport cost = sift::MakeCostReport(state, model);
   sift::GenerationResult r =
       sift::Generate(model, *state.cache, state.last_logits, state.next_position, state.generation);
   const auto t2 = std::chrono::steady_clock::now();
@@ -228,9 +232,9 @@ json RunConfig(const sift::Model& model, const sift::bench::Sample& sample,
                {"ttft_ms", ttft},
                {"e2e_ms", e2e},
                {"generated", r.tokens.size()},
-               {"kv_bytes", state.stats.kv_bytes},
-               {"kv_bytes_full", state.stats.kv_bytes_full},
-               {"tokens_kept", state.stats.tokens_kept}};
+               {"kv_bytes", cost.kv_bytes},
+               {"kv_bytes_full", cost.kv_bytes_full},
+               {"tokens_kept", cost.tokens_kept}};
   if (!speed) {
     line["score"] = sift::bench::Score(sample, r.text);
     line["output"] = r.text;

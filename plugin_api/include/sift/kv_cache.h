@@ -12,6 +12,10 @@
 // bounds and masks are computed from, so keeping them there means no device read per layer.
 // Views returned by Keys()/Values()/Positions() cover [0, size).
 //
+// A cache owns its storage: it moves but never copies implicitly (a copy of the tensor handles
+// would share the storage, so an edit through one cache would show in the other); Clone() is the
+// deep copy.
+//
 // THREADING: not thread-safe; one request owns one cache.
 // ERRORS:    shape mismatches throw sift::Error naming the layer.
 #ifndef SIFT_KV_CACHE_H_
@@ -35,6 +39,14 @@ struct KvCacheShape {
 class KvCache {
  public:
   explicit KvCache(const KvCacheShape& shape);
+  KvCache(const KvCache&) = delete;
+  KvCache& operator=(const KvCache&) = delete;
+  KvCache(KvCache&&) = default;  // the moved-from cache may only be assigned to or destroyed
+  KvCache& operator=(KvCache&&) = default;
+
+  // A deep copy: the same shape, headroom, entries and positions in storage of its own (sized
+  // like Set: the live entries plus headroom).
+  KvCache Clone() const;
 
   const KvCacheShape& shape() const { return shape_; }
   int64_t num_layers() const { return shape_.num_layers; }
@@ -69,6 +81,9 @@ class KvCache {
 
   // Bytes of the live entries (k + v + positions), and bytes actually allocated.
   int64_t Bytes() const;
+  // Bytes one entry of one layer takes, all KV heads together (k + v + positions): Bytes() is
+  // this times the live entries summed over layers.
+  static int64_t EntryBytes(const KvCacheShape& shape);
   int64_t AllocatedBytes() const;
   // Live entries summed over layers (per head).
   int64_t TotalEntries() const;

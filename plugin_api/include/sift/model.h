@@ -122,6 +122,8 @@ class Model {
 
   // A cache shaped for this model (compute dtype, device).
   KvCache NewCache() const;
+  // The shape of NewCache()'s caches: the model's layers, KV heads, head_dim, dtype and device.
+  KvCacheShape CacheShape() const;
 
   // ---- building blocks ----
   at::Tensor Embed(const at::Tensor& ids) const;                  // [n] -> x [n, hidden]

@@ -1,12 +1,30 @@
-// RequestState: everything one request carries from stage to stage.
+// RequestState: everything one request carries from stage to stage, and the one place that says
+// how it is reset, copied and handed over.
 //
 // Stages read and write it in pipeline order: a prefill fills the cache (and the statistics the
-// plan asks for), a filter replaces the tokens and clears the cache, a select evicts entries, a
-// reuse copies a leader layer's kept indices to its followers, and decode generates.
+// plan asks for), a filter replaces the tokens and drops what the old prompt produced, a select
+// evicts entries, a reuse copies a leader layer's kept indices to its followers, and decode
+// generates. Who writes what:
+//   input     id, generation: the daemon's request builder; read-only for stages.
+//             tokens, question_begin, prompt_length: the builder; a filter replaces the prompt
+//             (ResetForNewTokens), and prompt_length keeps the original length.
+//   products  cache, next_position, last_logits, layer_stats, kept_indices: a prefill sets them
+//             (AdoptPrefill, or AdoptScores for a scoring-only pass); select and reuse edit the
+//             cache and kept_indices; decode appends to the cache.
+//   plan      every stage's Plan(), before any stage runs; read-only in Run().
+//   result    decode.
+//   stats     the pipeline runner only, after each stage (RecordStageCost, sift/cost_report.h);
+//             a stage never writes it.
+// A stage changes fields through the helpers below wherever one fits, so that what "drop the
+// products" or "a fresh prefill" means is written once; a stage that grows a new product adds it
+// here (and to the helpers, Clone and the daemon's state codec) rather than resetting it by hand.
 //
 // OWNERSHIP: the daemon owns the RequestState for the request's whole life; a stage borrows it
-//            for the duration of Run() and must not keep pointers into it afterwards.
-// THREADING: only one stage touches it at a time (hops are sequential).
+//            for the duration of Run() and must not keep pointers into it afterwards. The state
+//            owns its cache and tensors: it is move-only, and Clone() is the one deep copy.
+// THREADING: only one stage touches it at a time (hops are sequential); nothing here locks.
+// ERRORS:    Clone() throws what LibTorch throws when an allocation fails; the other helpers do
+//            not fail.
 #ifndef SIFT_REQUEST_STATE_H_
 #define SIFT_REQUEST_STATE_H_
 
@@ -21,6 +39,7 @@
 #include "sift/attention.h"
 #include "sift/generate.h"
 #include "sift/kv_cache.h"
+#include "sift/stage_kind.h"
 #include "sift/tokenizer.h"
 
 namespace sift {
@@ -33,22 +52,28 @@ struct RequestPlan {
   std::map<int64_t, int64_t> reuse_leader;
 };
 
-struct StageTiming {
+// What one stage cost, measured by the pipeline runner right after the stage returned (failed
+// stages included).
+struct StageCost {
   std::string stage;   // label in the pipeline
   std::string plugin;  // name@version
-  double ms = 0;
+  StageKind kind = StageKind::kPrefill;
+  double ms = 0;            // wall time of the hop
+  int64_t tokens_kept = 0;  // KV entries per layer and KV head (mean); no cache: prompt tokens
+  int64_t kv_bytes = 0;     // live cache bytes (KvCache::Bytes); no cache: 0
 };
 
 struct RequestStats {
-  double queue_ms = 0, prefill_ms = 0, ttft_ms = 0, decode_ms = 0, e2e_ms = 0;
-  int64_t prompt_tokens = 0;  // tokens of the prompt as received
-  int64_t tokens_kept = 0;    // KV entries per layer per head after compression (mean)
-  int64_t kv_bytes_full = 0;  // what an uncompressed cache of the prompt would take
-  int64_t kv_bytes = 0;       // cache bytes after the last compressing stage
-  std::vector<StageTiming> stages;
+  std::vector<StageCost> stages;  // in the order the stages ran
 };
 
 struct RequestState {
+  RequestState() = default;
+  RequestState(RequestState&&) = default;
+  RequestState& operator=(RequestState&&) = default;
+  RequestState(const RequestState&) = delete;  // it owns a cache: Clone() copies
+  RequestState& operator=(const RequestState&) = delete;
+
   // ---- input ----
   std::string id;                // client's request id
   std::vector<TokenId> tokens;   // the prompt as the model will see it (a filter replaces it)
@@ -61,8 +86,6 @@ struct RequestState {
   int64_t next_position = 0;                      // RoPE position of the next token to decode
   at::Tensor last_logits;                         // [vocab] fp32 after the last prompt token
   std::map<int64_t, AttentionStats> layer_stats;  // per layer, as the plan asked
-  at::Tensor hidden;         // [n, hidden] fp32 when a partial prefill stopped early
-  int64_t layer_cursor = 0;  // the first layer not yet applied to `hidden`
 
   // ---- selection products ----
   std::map<int64_t, at::Tensor> kept_indices;  // per layer: [Hkv, m] indices kept (sorted)
@@ -71,6 +94,35 @@ struct RequestState {
   // ---- output ----
   GenerationResult result;
   RequestStats stats;
+
+  // A deep copy: every tensor (the cache's included) in storage of its own, so that editing the
+  // copy never shows in this state. For running several continuations of one prefill.
+  RequestState Clone() const;
+
+  // Drops everything computed from the prompt: cache, next_position, last_logits, layer_stats
+  // and kept_indices. Input, plan, result and stats stay.
+  void DropProducts();
+
+  // What a filter does: the prompt becomes `new_tokens` with the question at `new_question_begin`
+  // (== size: none), prompt_length keeps the original length (set to the old prompt's length if
+  // it was unset), and the products of the old prompt are dropped (DropProducts).
+  void ResetForNewTokens(std::vector<TokenId> new_tokens, int64_t new_question_begin);
+
+  // What a prefill of the whole prompt ends with: takes the cache, the logits after the last
+  // prompt token and the statistics it collected; next_position = tokens.size(); kept_indices
+  // are dropped; prompt_length is set to tokens.size() if unset.
+  void AdoptPrefill(std::unique_ptr<KvCache> new_cache, at::Tensor new_last_logits,
+                    std::map<int64_t, AttentionStats> new_layer_stats);
+
+  // What a scoring-only pass (a prefill that keeps no cache, for a filter) ends with: the
+  // statistics it collected and no other product (DropProducts); prompt_length is set to
+  // tokens.size() if unset.
+  void AdoptScores(std::map<int64_t, AttentionStats> new_layer_stats);
+
+  // Takes from `from` everything a stage may change: the prompt (tokens, question_begin,
+  // prompt_length), the products and the result. id, generation, plan and stats stay this
+  // state's. For a stage that ran on another copy of the request (a remote hop's reply).
+  void AdoptProducts(RequestState&& from);
 };
 
 }  // namespace sift

@@ -18,15 +18,11 @@
 
 #include "sift/model.h"
 #include "sift/request_state.h"
+#include "sift/stage_kind.h"
 #include "sift/stage_params.h"
 #include "sift/status.h"
 
 namespace sift {
-
-enum class StageKind { kPrefill = 1, kFilter = 2, kSelect = 3, kReuse = 4, kDecode = 5 };
-const char* StageKindName(StageKind kind);
-// Parses "prefill", "filter", ...; returns false for anything else.
-bool ParseStageKind(const std::string& name, StageKind* kind);
 
 // Services the daemon offers a running stage.
 class StageContext {
@@ -49,7 +45,9 @@ class Stage {
   // for window statistics at every layer). Called once per request, in pipeline order, before
   // any stage runs. Default: nothing.
   virtual Status Plan(const Model& model, RequestPlan& plan) const { return Status::Ok(); }
-  // Does the stage's work on `state`.
+  // Does the stage's work on `state`: the prompt, the products and the result, through
+  // RequestState's helpers where one fits (sift/request_state.h says who writes what). id,
+  // generation and plan are read-only here, and stats belong to the pipeline runner.
   virtual Status Run(const Model& model, RequestState& state, StageContext& context) = 0;
 };
 

@@ -17,18 +17,8 @@ void ReplacePrompt(RequestState& state, const std::vector<int64_t>& kept) {
     }
     tokens.push_back(state.tokens[kept[i]]);
   }
-  if (state.prompt_length == 0) state.prompt_length = n;
-  state.tokens = std::move(tokens);
-  state.question_begin =
-      question_begin < 0 ? static_cast<int64_t>(state.tokens.size()) : question_begin;
-  state.cache.reset();
-  state.layer_stats.clear();
-  state.last_logits = at::Tensor();
-  state.hidden = at::Tensor();
-  state.layer_cursor = 0;
-  state.next_position = 0;
-  state.kept_indices.clear();
-  state.stats.tokens_kept = static_cast<int64_t>(state.tokens.size());
+  if (question_begin < 0) question_begin = static_cast<int64_t>(tokens.size());
+  state.ResetForNewTokens(std::move(tokens), question_begin);
 }
 
 }  // namespace sift::plugins

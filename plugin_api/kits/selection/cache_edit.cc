@@ -1,6 +1,5 @@
 #include "selection/cache_edit.h"
 
-#include <algorithm>
 #include <string>
 
 #include "sift/error.h"
@@ -84,7 +83,6 @@ std::map<int64_t, AttentionStats> ObserveRows(const Model& model, const KvCache&
 
 Status FinishSelection(const Model* model, RequestState& state, bool rerotated) {
   KvCache& cache = *state.cache;
-  const int64_t layers = cache.num_layers();
   if (!state.last_logits.defined()) {
     if (model == nullptr) {
       return Status(StatusCode::kFailedPrecondition, "no_model",
@@ -103,8 +101,6 @@ Status FinishSelection(const Model* model, RequestState& state, bool rerotated) 
   } else if (rerotated) {
     state.next_position = cache.NextPosition();
   }
-  state.stats.tokens_kept = cache.TotalEntries() / std::max<int64_t>(1, layers);
-  state.stats.kv_bytes = cache.Bytes();
   return Status::Ok();
 }
 

@@ -3,8 +3,8 @@
 //
 // Cache edits shared by the select and reuse plugins: applying kept indices to a layer (really
 // freeing the evicted entries), optional RoPE re-rotation of kept keys to new positions,
-// re-computing observation statistics for a span of rows (context-only scoring), and the
-// bookkeeping every compressing stage ends with (question re-prefill, stats).
+// re-computing observation statistics for a span of rows (context-only scoring), and what every
+// compressing stage ends with (question re-prefill, next position).
 //
 // Positions policy: by default kept entries keep their original RoPE positions and decode
 // continues at state.next_position (the uncompressed length). With re-rotation, the kept keys
@@ -54,8 +54,8 @@ std::map<int64_t, AttentionStats> ObserveRows(const Model& model, const KvCache&
 // Ends a compression: if state.last_logits was cleared (context-only selection dropped the
 // question), prefills tokens[question_begin:] on the compressed cache from its NextPosition()
 // (appending the question's indices to state.kept_indices) and sets last_logits; with rerotated
-// caches sets next_position to the cache's NextPosition(); updates stats.tokens_kept and
-// stats.kv_bytes.
+// caches sets next_position to the cache's NextPosition(). (What the compressed cache costs is
+// measured by the pipeline runner after the stage: sift/cost_report.h.)
 Status FinishSelection(const Model* model, RequestState& state, bool rerotated);
 
 }  // namespace sift::plugins

@@ -22,7 +22,7 @@
 //            head (Pool1d), then aggregated over each KV head's query group (AggregateGqa);
 //         4. KvCache::Select (memory really freed), state.kept_indices[layer] = [Hkv, m] sorted
 //            prompt indices, optional RoPE re-rotation to 0..m-1 (cache_edit.h).
-//         Without followers it then finishes (question re-prefill, next_position, stats);
+//         Without followers it then finishes (question re-prefill, next_position);
 //         with followers the reuse stage finishes after copying the leaders' indices.
 //
 // Common parameters (read here, so every select plugin has them):

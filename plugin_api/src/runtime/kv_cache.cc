@@ -21,6 +21,15 @@ KvCache::KvCache(const KvCacheShape& shape) : shape_(shape), layers_(shape.num_l
              "KvCache: invalid shape");
 }
 
+KvCache KvCache::Clone() const {
+  KvCache c(shape_);
+  c.headroom_ = headroom_;
+  for (int64_t l = 0; l < num_layers(); ++l) {
+    if (layers_[l].size > 0) c.Set(l, Keys(l), Values(l), Positions(l));  // Set copies
+  }
+  return c;
+}
+
 void KvCache::Grow(Layer& layer, int64_t min_capacity) {
   int64_t capacity = std::max<int64_t>({min_capacity + headroom_, 2 * layer.capacity(), 64});
   auto opts = at::TensorOptions().dtype(shape_.dtype).device(shape_.device);
@@ -143,14 +152,12 @@ void KvCache::Clear() {
   for (Layer& l : layers_) l = Layer{};
 }
 
-int64_t KvCache::Bytes() const {
-  const int64_t elem = static_cast<int64_t>(c10::elementSize(shape_.dtype));
-  int64_t total = 0;
-  for (const Layer& l : layers_) {
-    total += l.size * shape_.num_kv_heads * (2 * shape_.head_dim * elem + 8);
-  }
-  return total;
+int64_t KvCache::EntryBytes(const KvCacheShape& shape) {
+  const int64_t elem = static_cast<int64_t>(c10::elementSize(shape.dtype));
+  return shape.num_kv_heads * (2 * shape.head_dim * elem + 8);
 }
+
+int64_t KvCache::Bytes() const { return TotalEntries() * EntryBytes(shape_); }
 
 int64_t KvCache::AllocatedBytes() const {
   int64_t total = 0;

@@ -186,15 +186,17 @@ std::shared_ptr<const Model> Model::Load(const std::string& path, const ModelOpt
   return model;
 }
 
-KvCache Model::NewCache() const {
+KvCacheShape Model::CacheShape() const {
   KvCacheShape shape;
   shape.num_layers = config().num_layers;
   shape.num_kv_heads = config().num_kv_heads;
   shape.head_dim = config().head_dim;
   shape.dtype = options_.dtype;
   shape.device = options_.device;
-  return KvCache(shape);
+  return shape;
 }
+
+KvCache Model::NewCache() const { return KvCache(CacheShape()); }
 
 at::Tensor Model::Embed(const at::Tensor& ids) const {
   return weights_.embed.index_select(0, ids.to(options_.device, at::kLong)).to(at::kFloat);

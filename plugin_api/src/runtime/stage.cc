@@ -1,5 +1,5 @@
 // Stage kind names, as pipeline files and `list` spell them.
-#include "sift/stage.h"
+#include "sift/stage_kind.h"
 
 namespace sift {
 
