@@ -48,15 +48,8 @@ std::string Lower(std::string s) {
   return s;
 }
 
-double JsonMs(const json& stats, const char* key) {
-  auto it = stats.find(key);
-  return it != stats.end() && it->is_number() ? it->get<double>() : 0.0;
-}
-
-int64_t JsonInt(const json& obj, const char* key) {
-  auto it = obj.find(key);
-  return it != obj.end() && it->is_number() ? it->get<int64_t>() : 0;
-}
+// Milliseconds to 3 decimals, as the wire carries them.
+double RoundMs(double ms) { return std::round(ms * 1000) / 1000; }
 
 }  // namespace
 
@@ -232,12 +225,12 @@ void FrontEnd::Push(OutItem item) {
 
 void FrontEnd::Send(const std::shared_ptr<LiveRequest>& request, json header) {
   if (request->terminal_sent.load()) return;
-  Push({request, std::move(header), false});
+  Push({request, std::move(header), std::nullopt});
 }
 
-bool FrontEnd::SendTerminal(const std::shared_ptr<LiveRequest>& request, json header) {
+bool FrontEnd::SendTerminal(const std::shared_ptr<LiveRequest>& request, Terminal terminal) {
   if (request->terminal_sent.exchange(true)) return false;
-  Push({request, std::move(header), true});
+  Push({request, json(), std::move(terminal)});
   return true;
 }
 
@@ -336,7 +329,8 @@ void FrontEnd::ProcessOutbox() {
   for (OutItem& item : items) {
     LiveRequest& request = *item.request;
     if (item.terminal) {
-      RecordTerminal(request, item.header);
+      RecordTerminal(request, *item.terminal);
+      item.header = item.terminal->Header();
       auto it = live_.find(request.key);
       if (it != live_.end() && it->second == item.request) EraseLive(request.key);
       if (request.message_bytes >= kTrimThresholdBytes) trim_pending_ = true;
@@ -651,8 +645,9 @@ void FrontEnd::Housekeeping(Clock::time_point now) {
 void FrontEnd::TerminateFromIo(const std::shared_ptr<LiveRequest>& request, const Status& status,
                                const json& details) {
   if (request->terminal_sent.exchange(true)) return;
-  json header = ErrorHeader(request->request.id, status, details);
-  RecordTerminal(*request, header);
+  const Terminal terminal = Terminal::Error(request->request.id, status, details);
+  RecordTerminal(*request, terminal);
+  const json header = terminal.Header();
   auto it = live_.find(request->key);
   if (it != live_.end() && it->second == request) EraseLive(request->key);
   if (request->message_bytes >= kTrimThresholdBytes) trim_pending_ = true;
@@ -660,10 +655,10 @@ void FrontEnd::TerminateFromIo(const std::shared_ptr<LiveRequest>& request, cons
   Transmit(request->identity, header, request.get());
 }
 
-void FrontEnd::RecordTerminal(const LiveRequest& request, const json& header) {
+void FrontEnd::RecordTerminal(const LiveRequest& request, const Terminal& terminal) {
   const std::string& pipeline = request.request.pipeline;
-  const bool ok = header.value("type", "") == "final";
-  std::string outcome = ok ? "ok" : Lower(header.value("code", "internal"));
+  const bool ok = terminal.ok();
+  std::string outcome = ok ? "ok" : Lower(WireCode(terminal.status.code()));
   if (!ok && request.cause() == CancelCause::kClientGone) outcome = "client_gone";
   metrics_.Add("sift_requests_total", {{"pipeline", pipeline}, {"outcome", outcome}});
   ++(ok ? summary_ok_ : summary_failed_);
@@ -672,42 +667,35 @@ void FrontEnd::RecordTerminal(const LiveRequest& request, const json& header) {
                {"pipeline", pipeline},
                {"outcome", outcome}};
   if (ok) {
-    const json stats = header.value("stats", json::object());
-    const json usage = header.value("usage", json::object());
-    const double e2e = JsonMs(stats, "e2e_ms"), queue = JsonMs(stats, "queue_ms");
-    metrics_.Observe("sift_request_ttft_seconds", {{"pipeline", pipeline}},
-                     JsonMs(stats, "ttft_ms") / 1000);
-    metrics_.Observe("sift_request_e2e_seconds", {{"pipeline", pipeline}}, e2e / 1000);
-    metrics_.Observe("sift_request_queue_seconds", {{"pipeline", pipeline}}, queue / 1000);
+    const FinalReport& r = *terminal.report;
+    metrics_.Observe("sift_request_ttft_seconds", {{"pipeline", pipeline}}, r.ttft_ms / 1000);
+    metrics_.Observe("sift_request_e2e_seconds", {{"pipeline", pipeline}}, r.e2e_ms / 1000);
+    metrics_.Observe("sift_request_queue_seconds", {{"pipeline", pipeline}}, r.queue_ms / 1000);
     metrics_.Add("sift_prompt_tokens_total", {{"pipeline", pipeline}},
-                 static_cast<double>(JsonInt(usage, "prompt_tokens")));
+                 static_cast<double>(r.prompt_tokens));
     metrics_.Add("sift_generated_tokens_total", {{"pipeline", pipeline}},
-                 static_cast<double>(JsonInt(usage, "completion_tokens")));
+                 static_cast<double>(r.completion_tokens));
     metrics_.Add("sift_tokens_before_total", {{"pipeline", pipeline}},
-                 static_cast<double>(JsonInt(stats, "tokens_before")));
+                 static_cast<double>(r.tokens_before));
     metrics_.Add("sift_tokens_kept_total", {{"pipeline", pipeline}},
-                 static_cast<double>(JsonInt(stats, "tokens_kept")));
-    if (stats.contains("stages") && stats["stages"].is_array()) {
-      for (const json& s : stats["stages"]) {
-        metrics_.Observe("sift_stage_seconds",
-                         {{"pipeline", pipeline},
-                          {"stage", s.value("stage", "")},
-                          {"plugin", s.value("plugin", "")}},
-                         JsonMs(s, "ms") / 1000);
-      }
+                 static_cast<double>(r.tokens_kept));
+    for (const StageReport& s : r.stages) {
+      metrics_.Observe("sift_stage_seconds",
+                       {{"pipeline", pipeline}, {"stage", s.stage}, {"plugin", s.plugin}},
+                       s.ms / 1000);
     }
-    service_ms_ewma_ = 0.8 * service_ms_ewma_ + 0.2 * std::max(1.0, e2e - queue);
-    line["e2e_ms"] = JsonMs(stats, "e2e_ms");
-    line["ttft_ms"] = JsonMs(stats, "ttft_ms");
-    line["queue_ms"] = queue;
-    line["prompt_tokens"] = JsonInt(usage, "prompt_tokens");
-    line["completion_tokens"] = JsonInt(usage, "completion_tokens");
-    line["tokens_kept"] = JsonInt(stats, "tokens_kept");
-    line["finish_reason"] = header.value("finish_reason", "");
+    service_ms_ewma_ = 0.8 * service_ms_ewma_ + 0.2 * std::max(1.0, r.e2e_ms - r.queue_ms);
+    line["e2e_ms"] = RoundMs(r.e2e_ms);
+    line["ttft_ms"] = RoundMs(r.ttft_ms);
+    line["queue_ms"] = RoundMs(r.queue_ms);
+    line["prompt_tokens"] = r.prompt_tokens;
+    line["completion_tokens"] = r.completion_tokens;
+    line["tokens_kept"] = r.tokens_kept;
+    line["finish_reason"] = r.finish_reason;
   } else {
-    line["code"] = header.value("code", "");
-    line["reason"] = header.value("reason", "");
-    line["ms"] = std::round(MsBetween(request.received, Clock::now()) * 1000) / 1000;
+    line["code"] = WireCode(terminal.status.code());
+    line["reason"] = terminal.status.reason();
+    line["ms"] = RoundMs(MsBetween(request.received, Clock::now()));
   }
   LogInfo("request_done", line);
 }

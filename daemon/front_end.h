@@ -41,6 +41,7 @@
 #include <functional>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <thread>
 #include <unordered_map>
@@ -119,13 +120,13 @@ class FrontEnd final : public ReplySink {
 
   // ReplySink (worker threads).
   void Send(const std::shared_ptr<LiveRequest>& request, nlohmann::json header) override;
-  bool SendTerminal(const std::shared_ptr<LiveRequest>& request, nlohmann::json header) override;
+  bool SendTerminal(const std::shared_ptr<LiveRequest>& request, Terminal terminal) override;
 
  private:
   struct OutItem {
     std::shared_ptr<LiveRequest> request;
-    nlohmann::json header;
-    bool terminal = false;
+    nlohmann::json header;             // a chunk or heartbeat (unused for a terminal)
+    std::optional<Terminal> terminal;  // set: the request's last message
   };
   enum class SendResult { kSent, kWouldBlock, kGone };
 
@@ -149,7 +150,7 @@ class FrontEnd final : public ReplySink {
   // Terminates a request the I/O thread owns (removed from the queue) with an error.
   void TerminateFromIo(const std::shared_ptr<LiveRequest>& request, const Status& status,
                        const nlohmann::json& details);
-  void RecordTerminal(const LiveRequest& request, const nlohmann::json& header);
+  void RecordTerminal(const LiveRequest& request, const Terminal& terminal);
   void Reject(const std::string& identity, const ClientMessage& message, const Status& status,
               const nlohmann::json& details = nullptr, int64_t retry_after_ms = -1);
   // Sends (or backlogs) a header to a client; `request`, when given, is not sent for once its

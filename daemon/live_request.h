@@ -83,13 +83,14 @@ struct LiveRequest {
 };
 
 // Where a worker sends a request's replies (the front end's outbox). Exactly one terminal per
-// request: SendTerminal returns false (and sends nothing) if one was already sent. Headers are
-// JSON values; the front end records metrics from terminal headers and serialises them.
+// request: SendTerminal returns false (and sends nothing) if one was already sent. Chunks and
+// heartbeats are JSON headers; the terminal is typed (protocol.h), so the front end records its
+// metrics from the fields and serialises it once.
 class ReplySink {
  public:
   virtual ~ReplySink() = default;
   virtual void Send(const std::shared_ptr<LiveRequest>& request, nlohmann::json header) = 0;
-  virtual bool SendTerminal(const std::shared_ptr<LiveRequest>& request, nlohmann::json header) = 0;
+  virtual bool SendTerminal(const std::shared_ptr<LiveRequest>& request, Terminal terminal) = 0;
 };
 
 }  // namespace sift::daemon

@@ -493,6 +493,26 @@ json ErrorHeader(const ClientMessage& message, const Status& status, const json&
                      retry_after_ms);
 }
 
+Terminal Terminal::Final(std::string id, std::string pipeline, FinalReport report) {
+  Terminal t;
+  t.id = std::move(id);
+  t.pipeline = std::move(pipeline);
+  t.report = std::move(report);
+  return t;
+}
+
+Terminal Terminal::Error(std::string id, Status status, json details) {
+  Terminal t;
+  t.id = std::move(id);
+  t.status = std::move(status);
+  t.details = std::move(details);
+  return t;
+}
+
+json Terminal::Header() const {
+  return report ? FinalHeader(id, pipeline, *report) : ErrorHeader(json(id), status, details);
+}
+
 std::string Serialize(const json& header) {
   return header.dump(-1, ' ', false, json::error_handler_t::replace);
 }

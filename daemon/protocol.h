@@ -17,6 +17,7 @@
 
 #include <cstdint>
 #include <nlohmann/json.hpp>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <utility>
@@ -142,6 +143,22 @@ nlohmann::json ErrorHeader(const nlohmann::json& id, const Status& status,
                            const nlohmann::json& details = nullptr, int64_t retry_after_ms = -1);
 nlohmann::json ErrorHeader(const ClientMessage& message, const Status& status,
                            const nlohmann::json& details = nullptr, int64_t retry_after_ms = -1);
+
+// A request's last message, typed from the worker to the wire: a `final` (report set) or an
+// `error` (status). The front end records metrics and the request_done line from these fields
+// and serialises Header() once; nothing parses the JSON back.
+struct Terminal {
+  std::string id;
+  std::string pipeline;
+  std::optional<FinalReport> report;  // set: a `final`
+  Status status;                      // otherwise: the error
+  nlohmann::json details;             // the error's details (null: none)
+
+  static Terminal Final(std::string id, std::string pipeline, FinalReport report);
+  static Terminal Error(std::string id, Status status, nlohmann::json details = nullptr);
+  bool ok() const { return report.has_value(); }
+  nlohmann::json Header() const;  // FinalHeader or ErrorHeader
+};
 
 // JSON text of a header; invalid UTF-8 (e.g. a partial character) becomes U+FFFD.
 std::string Serialize(const nlohmann::json& header);

@@ -108,7 +108,8 @@ void CatalogBackend::Execute(const std::shared_ptr<LiveRequest>& request, ReplyS
   const GenerateRequest& g = request->request;
   RequestContext context(request, sink);
   if (request->Cancelled()) {
-    sink.SendTerminal(request, ErrorHeader(g.id, request->CancelStatus(), {{"stage", "queued"}}));
+    sink.SendTerminal(request,
+                      Terminal::Error(g.id, request->CancelStatus(), {{"stage", "queued"}}));
     return;
   }
   const auto* resolved = static_cast<const Resolved*>(request->pipeline.get());
@@ -119,7 +120,7 @@ void CatalogBackend::Execute(const std::shared_ptr<LiveRequest>& request, ReplyS
   bool clamped = false;
   Status status = BuildRequestState(*model_, g, options_, &state, &clamped, &details);
   if (!status.ok()) {
-    sink.SendTerminal(request, ErrorHeader(g.id, status, details));
+    sink.SendTerminal(request, Terminal::Error(g.id, status, details));
     return;
   }
   try {
@@ -135,7 +136,7 @@ void CatalogBackend::Execute(const std::shared_ptr<LiveRequest>& request, ReplyS
   if (cancelled || status.code() == StatusCode::kCancelled ||
       status.code() == StatusCode::kDeadlineExceeded) {
     const Status why = request->Cancelled() ? request->CancelStatus() : status;
-    sink.SendTerminal(request, ErrorHeader(g.id, why, PartialDetails(context, "running")));
+    sink.SendTerminal(request, Terminal::Error(g.id, why, PartialDetails(context, "running")));
     return;
   }
   if (!status.ok()) {
@@ -143,11 +144,11 @@ void CatalogBackend::Execute(const std::shared_ptr<LiveRequest>& request, ReplyS
       LogError("pipeline_failed",
                {{"req", g.id}, {"pipeline", g.pipeline}, {"error", status.ToString()}});
     }
-    sink.SendTerminal(request, ErrorHeader(g.id, status));
+    sink.SendTerminal(request, Terminal::Error(g.id, status));
     return;
   }
   FinalReport report = MakeReport(*request, state, context, *model_, started, clamped);
-  sink.SendTerminal(request, FinalHeader(g.id, g.pipeline, report));
+  sink.SendTerminal(request, Terminal::Final(g.id, g.pipeline, std::move(report)));
 }
 
 }  // namespace sift::daemon

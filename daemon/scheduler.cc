@@ -81,22 +81,23 @@ void Scheduler::WorkerLoop(int index) {
       backend_.Execute(request, sink_);
     } catch (const std::bad_alloc&) {
       sink_.SendTerminal(
-          request, ErrorHeader(request->request.id, Status(StatusCode::kResourceExhausted,
-                                                           "out_of_memory", "out of memory")));
+          request, Terminal::Error(request->request.id, Status(StatusCode::kResourceExhausted,
+                                                               "out_of_memory", "out of memory")));
     } catch (const std::exception& e) {
-      sink_.SendTerminal(request, ErrorHeader(request->request.id,
-                                              Status(StatusCode::kInternal, "internal", e.what())));
+      sink_.SendTerminal(request,
+                         Terminal::Error(request->request.id,
+                                         Status(StatusCode::kInternal, "internal", e.what())));
     } catch (...) {
-      sink_.SendTerminal(
-          request,
-          ErrorHeader(request->request.id, Status(StatusCode::kInternal, "internal",
-                                                  "unknown exception while running the request")));
+      sink_.SendTerminal(request,
+                         Terminal::Error(request->request.id,
+                                         Status(StatusCode::kInternal, "internal",
+                                                "unknown exception while running the request")));
     }
     if (!request->terminal_sent.load()) {
       LogError("no_terminal", {{"req", request->request.id}, {"worker", index}});
-      sink_.SendTerminal(
-          request, ErrorHeader(request->request.id, Status(StatusCode::kInternal, "no_terminal",
-                                                           "the request ended without a result")));
+      sink_.SendTerminal(request, Terminal::Error(request->request.id,
+                                                  Status(StatusCode::kInternal, "no_terminal",
+                                                         "the request ended without a result")));
     }
     running_.fetch_sub(1);
   }

@@ -51,12 +51,12 @@ class FakeBackend : public Backend {
       report.text = text;
       report.finish_reason = "stop";
       report.e2e_ms = MsBetween(r->received, Clock::now());
-      sink.SendTerminal(r, FinalHeader(g.id, g.pipeline, report));
+      sink.SendTerminal(r, Terminal::Final(g.id, g.pipeline, report));
     } else if (name == "slow" || name == "block") {
       for (int i = 0; i < 1000; ++i) {
         if (r->Cancelled()) {
           cancelled.fetch_add(1);
-          sink.SendTerminal(r, ErrorHeader(g.id, r->CancelStatus()));
+          sink.SendTerminal(r, Terminal::Error(g.id, r->CancelStatus()));
           return;
         }
         r->SetProgress("layers", i, 1000);
@@ -69,7 +69,7 @@ class FakeBackend : public Backend {
       }
       FinalReport report;
       report.finish_reason = "length";
-      sink.SendTerminal(r, FinalHeader(g.id, g.pipeline, report));
+      sink.SendTerminal(r, Terminal::Final(g.id, g.pipeline, report));
     } else if (name == "throw") {
       throw std::runtime_error("boom");
     }

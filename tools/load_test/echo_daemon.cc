@@ -54,7 +54,7 @@ class EchoBackend : public Backend {
     std::optional<Clock::time_point> first;
     while (words >> w && n < g.max_tokens) {
       if (r->Cancelled()) {
-        sink.SendTerminal(r, ErrorHeader(g.id, r->CancelStatus()));
+        sink.SendTerminal(r, Terminal::Error(g.id, r->CancelStatus()));
         return;
       }
       if (!first) first = Clock::now();
@@ -73,7 +73,7 @@ class EchoBackend : public Backend {
     report.ttft_ms = MsBetween(r->received, first ? *first : now);
     report.e2e_ms = MsBetween(r->received, now);
     report.catalog_generation = 1;
-    sink.SendTerminal(r, FinalHeader(g.id, g.pipeline, report));
+    sink.SendTerminal(r, Terminal::Final(g.id, g.pipeline, report));
   }
 };
 
