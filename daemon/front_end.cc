@@ -48,9 +48,6 @@ std::string Lower(std::string s) {
   return s;
 }
 
-// Milliseconds to 3 decimals, as the wire carries them.
-double RoundMs(double ms) { return std::round(ms * 1000) / 1000; }
-
 }  // namespace
 
 FrontEnd::FrontEnd(FrontEndOptions options, Backend& backend, Metrics& metrics)

@@ -436,25 +436,24 @@ json HeartbeatHeader(const std::string& id, const std::string& state, double ela
   return h;
 }
 
-namespace {
-double Ms(double v) { return std::round(v * 1000) / 1000; }
-}  // namespace
+double RoundMs(double ms) { return std::round(ms * 1000) / 1000; }
 
 json FinalHeader(const std::string& id, const std::string& pipeline, const FinalReport& r) {
   json stages = json::array();
   for (const StageReport& s : r.stages) {
     stages.push_back(
-        {{"stage", s.stage}, {"plugin", s.plugin}, {"kind", s.kind}, {"ms", Ms(s.ms)}});
+        {{"stage", s.stage}, {"plugin", s.plugin}, {"kind", s.kind}, {"ms", RoundMs(s.ms)}});
   }
   const double decode_s = r.decode_ms / 1000.0;
   json stats = {
-      {"queue_ms", Ms(r.queue_ms)},
-      {"prefill_ms", Ms(r.prefill_ms)},
-      {"ttft_ms", Ms(r.ttft_ms)},
-      {"decode_ms", Ms(r.decode_ms)},
-      {"e2e_ms", Ms(r.e2e_ms)},
-      {"decode_tok_s",
-       decode_s > 0 && r.completion_tokens > 1 ? Ms((r.completion_tokens - 1) / decode_s) : 0.0},
+      {"queue_ms", RoundMs(r.queue_ms)},
+      {"prefill_ms", RoundMs(r.prefill_ms)},
+      {"ttft_ms", RoundMs(r.ttft_ms)},
+      {"decode_ms", RoundMs(r.decode_ms)},
+      {"e2e_ms", RoundMs(r.e2e_ms)},
+      {"decode_tok_s", decode_s > 0 && r.completion_tokens > 1
+                           ? RoundMs((r.completion_tokens - 1) / decode_s)
+                           : 0.0},
       {"tokens_before", r.tokens_before},
       {"tokens_kept", r.tokens_kept},
       {"kv_bytes", r.kv_bytes},

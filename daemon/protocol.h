@@ -129,6 +129,9 @@ struct FinalReport {
   uint64_t catalog_generation = 0;
 };
 
+// Milliseconds to 3 decimals, as replies and the request_done log line carry them.
+double RoundMs(double ms);
+
 nlohmann::json AcceptedHeader(const std::string& id, const std::string& pipeline,
                               int64_t queue_position);
 nlohmann::json ChunkHeader(const std::string& id, int64_t seq, const std::string& text,
