@@ -3,16 +3,23 @@
 //   - the CI quick mode (`sift-bench accuracy --quick --spawn`, pipeline full) writes its raw
 //     results and full KV scores above chance on the shortest passkey task;
 //   - --first-sample N starts the sample indices at N (extending an earlier run);
+//   - a run stopped (SIGTERM) after some samples keeps their rows in complete result files;
 //   - in-process runs with a shared prefill give exactly the outputs of separate runs, and
 //     the same outputs as the daemon for a couple of configs (spot check).
 #include <gtest/gtest.h>
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
+#include <algorithm>
+#include <chrono>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <memory>
 #include <nlohmann/json.hpp>
 #include <string>
+#include <thread>
 
 #include "backend.h"
 #include "bench_config.h"
@@ -77,6 +84,49 @@ TEST(BenchQuickTest, FirstSampleStartsTheRunAtThatIndex) {
   EXPECT_EQ(doc["rows"][0]["id"], "passkey/512/d50/2");
   EXPECT_EQ(doc["rows"][1]["index"], 3);
   EXPECT_EQ(doc["meta"]["settings"]["first_sample"], 2);
+}
+
+TEST(BenchQuickTest, AStoppedRunKeepsTheSamplesItFinished) {
+  if (Model() == nullptr) GTEST_SKIP() << "SIFT_MODEL is not set";
+  sift::testing::TempDir dir;
+  const std::string out = dir.path() + "/acc";
+  // 200 samples take minutes; the run is stopped once the first ones are on disk.
+  const std::string cmd = "exec '" + std::string(SIFT_BINARY_DIR) +
+                          "/bin/sift-bench' accuracy --in-process --pipelines full --tasks " +
+                          "passkey --lengths 512 --depths 50 --samples 200 --max-tokens 4 --out '" +
+                          out + "' > '" + dir.path() + "/log' 2>&1";
+  const pid_t pid = fork();
+  ASSERT_GE(pid, 0);
+  if (pid == 0) {
+    execl("/bin/sh", "sh", "-c", cmd.c_str(), static_cast<char*>(nullptr));
+    _exit(127);
+  }
+  // Poll the results file: every read must parse (files are replaced whole, never half-written).
+  size_t seen = 0;
+  const auto give_up = std::chrono::steady_clock::now() + std::chrono::minutes(5);
+  while (seen < 2 && std::chrono::steady_clock::now() < give_up) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    std::ifstream in(out + "/accuracy.json");
+    if (!in) continue;
+    const nlohmann::json doc = nlohmann::json::parse(in, nullptr, /*allow_exceptions=*/false);
+    ASSERT_FALSE(doc.is_discarded()) << "a half-written accuracy.json";
+    seen = doc["rows"].size();
+  }
+  ::kill(pid, SIGTERM);
+  int status = 0;
+  ASSERT_EQ(waitpid(pid, &status, 0), pid);
+  ASSERT_GE(seen, 2u) << "no samples written within 5 minutes";
+  std::ifstream in(out + "/accuracy.json");
+  const nlohmann::json doc = nlohmann::json::parse(in);
+  EXPECT_GE(doc["rows"].size(), seen);
+  EXPECT_LT(doc["rows"].size(), 200u);  // it was stopped, not finished
+  for (const auto& row : doc["rows"]) EXPECT_TRUE(row["ok"].get<bool>()) << row.dump();
+  std::ifstream csv(out + "/accuracy.csv");
+  const std::string text((std::istreambuf_iterator<char>(csv)), {});
+  // Complete: the header and one line per row (an output may hold quoted line breaks).
+  ASSERT_FALSE(text.empty());
+  EXPECT_EQ(text.back(), '\n');
+  EXPECT_GE(std::count(text.begin(), text.end(), '\n'), 1 + static_cast<long>(doc["rows"].size()));
 }
 
 TEST(BenchQuickTest, SharedPrefillEqualsSeparateRunsAndTheDaemon) {

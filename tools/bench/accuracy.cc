@@ -3,6 +3,7 @@
 // summary (mean score per config x task x length).
 #include <algorithm>
 #include <cstdio>
+#include <functional>
 #include <map>
 
 #include "cli.h"
@@ -146,8 +147,11 @@ struct AccuracyRun {
   int failures = 0;
 };
 
+// `after_sample` sees the run after each sample (the caller rewrites the results files with it,
+// so a run stopped by a time limit or a signal keeps every finished sample).
 AccuracyRun RunJobs(const std::vector<Job>& jobs, const Common& common, const Tokenizer& tokenizer,
-                    Backend& backend, int64_t max_tokens) {
+                    Backend& backend, int64_t max_tokens,
+                    const std::function<void(const AccuracyRun&)>& after_sample) {
   AccuracyRun run;
   Progress progress("accuracy", static_cast<int64_t>(jobs.size()));
   for (const Job& job : jobs) {
@@ -172,6 +176,7 @@ AccuracyRun RunJobs(const std::vector<Job>& jobs, const Common& common, const To
       line += r.ok ? buf : " " + config.label + "=ERROR(" + r.error + ")";
     }
     progress.End(line);
+    after_sample(run);
   }
   return run;
 }
@@ -204,18 +209,21 @@ int RunAccuracy(int argc, char** argv) {
   std::fprintf(stderr, "sift-bench accuracy: %zu samples x %zu configs on %s\n", jobs.size(),
                common.configs.size(), backend->Describe().c_str());
 
-  const AccuracyRun run = RunJobs(jobs, common, *tokenizer, *backend, settings.max_tokens);
-  WriteResults(common.out, "accuracy", meta, run.rows, {"config",        "pipeline",
-                                                        "task",          "id",
-                                                        "length",        "depth",
-                                                        "index",         "prompt_tokens",
-                                                        "score",         "ok",
-                                                        "error",         "output",
-                                                        "finish_reason", "completion_tokens",
-                                                        "tokens_kept",   "kv_bytes",
-                                                        "kv_bytes_full", "prefill_ms",
-                                                        "ttft_ms",       "e2e_ms",
-                                                        "client_ms",     "shared_prefill"});
+  const std::vector<std::string> columns = {"config",        "pipeline",
+                                            "task",          "id",
+                                            "length",        "depth",
+                                            "index",         "prompt_tokens",
+                                            "score",         "ok",
+                                            "error",         "output",
+                                            "finish_reason", "completion_tokens",
+                                            "tokens_kept",   "kv_bytes",
+                                            "kv_bytes_full", "prefill_ms",
+                                            "ttft_ms",       "e2e_ms",
+                                            "client_ms",     "shared_prefill"};
+  const AccuracyRun run = RunJobs(
+      jobs, common, *tokenizer, *backend, settings.max_tokens,
+      [&](const AccuracyRun& r) { WriteResults(common.out, "accuracy", meta, r.rows, columns); });
+  WriteResults(common.out, "accuracy", meta, run.rows, columns);
   std::printf("%-40s %8s %4s\n", "config task length", "score", "n");
   for (const auto& [key, s] : run.summary) {
     std::printf("%-40s %8.3f %4d\n", key.c_str(), s.first / s.second, s.second);

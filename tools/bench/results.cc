@@ -128,21 +128,30 @@ nlohmann::json MakeMeta(int argc, char** argv, const std::string& model) {
 void WriteResults(const std::string& dir, const std::string& suite, const nlohmann::json& meta,
                   const nlohmann::json& rows, const std::vector<std::string>& columns) {
   std::filesystem::create_directories(dir);
-  {
-    std::ofstream out(dir + "/" + suite + ".json");
-    out << nlohmann::json{{"suite", suite}, {"meta", meta}, {"rows", rows}}.dump(1) << "\n";
-    if (!out) throw Error("cannot write " + dir + "/" + suite + ".json");
-  }
-  std::ofstream csv(dir + "/" + suite + ".csv");
-  for (size_t i = 0; i < columns.size(); ++i) csv << (i ? "," : "") << columns[i];
-  csv << "\n";
-  for (const auto& row : rows) {
-    for (size_t i = 0; i < columns.size(); ++i) {
-      csv << (i ? "," : "") << CsvField(row.value(columns[i], nlohmann::json()));
+  // Each file is written beside its name and renamed over it: a reader (or a run stopped while
+  // writing) sees the previous complete file or the new one, never half of one.
+  const auto write = [&](const std::string& name, const auto& body) {
+    const std::string path = dir + "/" + name, part = path + ".part";
+    {
+      std::ofstream out(part);
+      body(out);
+      if (!out.flush()) throw Error("cannot write " + part);
     }
+    std::filesystem::rename(part, path);
+  };
+  write(suite + ".json", [&](std::ofstream& out) {
+    out << nlohmann::json{{"suite", suite}, {"meta", meta}, {"rows", rows}}.dump(1) << "\n";
+  });
+  write(suite + ".csv", [&](std::ofstream& csv) {
+    for (size_t i = 0; i < columns.size(); ++i) csv << (i ? "," : "") << columns[i];
     csv << "\n";
-  }
-  if (!csv) throw Error("cannot write " + dir + "/" + suite + ".csv");
+    for (const auto& row : rows) {
+      for (size_t i = 0; i < columns.size(); ++i) {
+        csv << (i ? "," : "") << CsvField(row.value(columns[i], nlohmann::json()));
+      }
+      csv << "\n";
+    }
+  });
 }
 
 }  // namespace sift::bench

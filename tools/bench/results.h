@@ -26,6 +26,8 @@ std::string RepoRelativePath(const std::string& path);
 
 // Machine, model, commit and the command line. `model` may be "".
 nlohmann::json MakeMeta(int argc, char** argv, const std::string& model);
+// Writes DIR/<suite>.json and .csv, each replaced whole (written as <name>.part and renamed):
+// call it again as rows accumulate, and a reader or a stopped run never sees half a file.
 void WriteResults(const std::string& dir, const std::string& suite, const nlohmann::json& meta,
                   const nlohmann::json& rows, const std::vector<std::string>& columns);
 // Output of a shell command (trailing newline removed), "" on failure.
