@@ -78,7 +78,7 @@ for ((k = 0; k < ROUNDS; k++)); do
     for len in $LENGTHS; do steps+=("$k $suite $len"); done
   done
 done
-log "model $MODEL on $DEVICE; ${#steps[@]} steps; ${#configs[@]} config arguments; deadline in $(left) s"
+log "model $(basename "$MODEL") on $DEVICE; ${#steps[@]} steps; ${#configs[@]} config arguments; deadline in $(left) s"
 command -v nvidia-smi > /dev/null &&
   nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader | tee -a "$OUT/gpu-models.log"
 lscpu | grep -E '^Model name|^CPU\(s\)' | tee -a "$OUT/gpu-models.log"
