@@ -242,40 +242,32 @@ std::string ReadText(const std::string& path) {
   return out.str();
 }
 
-}  // namespace
-
-TokenizerSpec TokenizerSpec::FromHfDir(const std::string& dir) {
-  namespace fs = std::filesystem;
-  const std::string path = (fs::path(dir) / "tokenizer.json").string();
-  const Json j = ReadJson(path, /*optional=*/false);
-  TokenizerSpec spec;
-  spec.model = "gpt2";
-
-  // ---- model ----
-  const Json* model = Find(j, "model");
-  if (model == nullptr || !model->is_object()) Fail(path, "missing \"model\"");
-  if (TypeOf(*model) != "BPE") {
-    Fail(path, "model.type \"" + TypeOf(*model) +
+// model: {"type": "BPE", "vocab", "merges", ...}. Fills spec.merges / ignore_merges and returns
+// the vocabulary by id.
+std::map<TokenId, std::string> ReadBpeModel(const std::string& path, const Json& model,
+                                            TokenizerSpec* spec) {
+  if (TypeOf(model) != "BPE") {
+    Fail(path, "model.type \"" + TypeOf(model) +
                    "\" is not supported (supported: BPE with a byte-level pre-tokenizer)");
   }
-  if (BoolOr(path, *model, "byte_fallback", false, "model")) {
+  if (BoolOr(path, model, "byte_fallback", false, "model")) {
     Fail(path,
          "model.byte_fallback = true (SentencePiece-style BPE, e.g. Llama 2 or Mistral) is "
          "not supported from tokenizer.json; load the model's GGUF instead");
   }
-  if (const Json* d = Find(*model, "dropout"); d != nullptr && !(d->is_number() && *d == 0)) {
+  if (const Json* d = Find(model, "dropout"); d != nullptr && !(d->is_number() && *d == 0)) {
     Fail(path, "model.dropout is not supported");
   }
   for (const char* key : {"continuing_subword_prefix", "end_of_word_suffix"}) {
-    const Json* v = Find(*model, key);
+    const Json* v = Find(model, key);
     if (v != nullptr && !(v->is_string() && v->get<std::string>().empty())) {
       Fail(path, std::string("model.") + key + " is not supported");
     }
   }
-  if (Find(*model, "ignore_merges") != nullptr) {
-    spec.ignore_merges = BoolOr(path, *model, "ignore_merges", false, "model");
+  if (Find(model, "ignore_merges") != nullptr) {
+    spec->ignore_merges = BoolOr(path, model, "ignore_merges", false, "model");
   }
-  const Json* vocab = Find(*model, "vocab");
+  const Json* vocab = Find(model, "vocab");
   if (vocab == nullptr || !vocab->is_object() || vocab->empty()) {
     Fail(path, "model.vocab must be a non-empty object");
   }
@@ -289,90 +281,81 @@ TokenizerSpec TokenizerSpec::FromHfDir(const std::string& dir) {
       Fail(path, "model.vocab: id " + std::to_string(id) + " is used twice");
     }
   }
-  if (const Json* merges = Find(*model, "merges")) {
-    if (!merges->is_array()) Fail(path, "model.merges must be a list");
-    spec.merges.reserve(merges->size());
-    for (const Json& m : *merges) {
-      if (m.is_string()) {
-        spec.merges.push_back(m.get<std::string>());
-      } else if (m.is_array() && m.size() == 2 && m[0].is_string() && m[1].is_string()) {
-        const std::string left = m[0], right = m[1];
-        if (left.empty() || left.find(' ') != std::string::npos) {
-          Fail(path, "model.merges: " + m.dump() + ": a part holding a space is not supported");
-        }
-        spec.merges.push_back(left + " " + right);
-      } else {
-        Fail(path,
-             "model.merges: " + m.dump().substr(0, 100) + " is neither \"a b\" nor [\"a\", \"b\"]");
+  const Json* merges = Find(model, "merges");
+  if (merges == nullptr) return by_id;
+  if (!merges->is_array()) Fail(path, "model.merges must be a list");
+  spec->merges.reserve(merges->size());
+  for (const Json& m : *merges) {
+    if (m.is_string()) {
+      spec->merges.push_back(m.get<std::string>());
+    } else if (m.is_array() && m.size() == 2 && m[0].is_string() && m[1].is_string()) {
+      const std::string left = m[0], right = m[1];
+      if (left.empty() || left.find(' ') != std::string::npos) {
+        Fail(path, "model.merges: " + m.dump() + ": a part holding a space is not supported");
       }
+      spec->merges.push_back(left + " " + right);
+    } else {
+      Fail(path,
+           "model.merges: " + m.dump().substr(0, 100) + " is neither \"a b\" nor [\"a\", \"b\"]");
     }
   }
+  return by_id;
+}
 
-  // ---- added tokens ----
+// added_tokens: adds each to `by_id` (or checks it matches the vocabulary's entry) and returns
+// their types (special -> control, else user-defined).
+std::map<TokenId, TokenType> ReadAddedTokens(const std::string& path, const Json* added,
+                                             std::map<TokenId, std::string>* by_id) {
   std::map<TokenId, TokenType> types;
-  if (const Json* added = Find(j, "added_tokens")) {
-    if (!added->is_array()) Fail(path, "added_tokens must be a list");
-    for (const Json& t : *added) {
-      const Json* id = Find(t, "id");
-      const Json* content = Find(t, "content");
-      if (id == nullptr || !id->is_number_integer() || id->get<int64_t>() < 0 ||
-          id->get<int64_t>() >= (1 << 24) || content == nullptr || !content->is_string() ||
-          content->get<std::string>().empty()) {
-        Fail(path, "added_tokens: " + t.dump() + " needs an id in [0, 2^24) and a content");
+  if (added == nullptr) return types;
+  if (!added->is_array()) Fail(path, "added_tokens must be a list");
+  for (const Json& t : *added) {
+    const Json* id = Find(t, "id");
+    const Json* content = Find(t, "content");
+    if (id == nullptr || !id->is_number_integer() || id->get<int64_t>() < 0 ||
+        id->get<int64_t>() >= (1 << 24) || content == nullptr || !content->is_string() ||
+        content->get<std::string>().empty()) {
+      Fail(path, "added_tokens: " + t.dump() + " needs an id in [0, 2^24) and a content");
+    }
+    const std::string where = "added_tokens[" + content->dump() + "]";
+    for (const char* flag : {"lstrip", "rstrip", "single_word"}) {
+      if (BoolOr(path, t, flag, false, where)) {
+        Fail(path, where + ": " + flag + " = true is not supported");
       }
-      const std::string where = "added_tokens[" + content->dump() + "]";
-      for (const char* flag : {"lstrip", "rstrip", "single_word"}) {
-        if (BoolOr(path, t, flag, false, where)) {
-          Fail(path, where + ": " + flag + " = true is not supported");
-        }
-      }
-      const auto tid = static_cast<TokenId>(id->get<int64_t>());
-      const auto [it, inserted] = by_id.emplace(tid, content->get<std::string>());
-      if (!inserted && it->second != content->get<std::string>()) {
-        Fail(path, where + ": id " + std::to_string(tid) + " is already the vocabulary's " +
-                       Json(it->second).dump());
-      }
-      types[tid] =
-          BoolOr(path, t, "special", false, where) ? TokenType::kControl : TokenType::kUserDefined;
+    }
+    const auto tid = static_cast<TokenId>(id->get<int64_t>());
+    const auto [it, inserted] = by_id->emplace(tid, content->get<std::string>());
+    if (!inserted && it->second != content->get<std::string>()) {
+      Fail(path, where + ": id " + std::to_string(tid) + " is already the vocabulary's " +
+                     Json(it->second).dump());
+    }
+    types[tid] =
+        BoolOr(path, t, "special", false, where) ? TokenType::kControl : TokenType::kUserDefined;
+  }
+  return types;
+}
+
+// The id of a token's text among the named ids, -1 when none has it.
+TokenId FindId(const TokenizerSpec& spec, const std::string& text) {
+  for (size_t id = 0; id < spec.tokens.size(); ++id) {
+    if (spec.token_types[id] != TokenType::kUnused && spec.tokens[id] == text) {
+      return static_cast<TokenId>(id);
     }
   }
-  const TokenId n = by_id.rbegin()->first + 1;
-  spec.tokens.assign(static_cast<size_t>(n), std::string());
-  spec.token_types.assign(static_cast<size_t>(n), TokenType::kUnused);  // ids nobody names
-  for (auto& [id, text] : by_id) {
-    spec.tokens[id] = std::move(text);
-    auto t = types.find(id);
-    spec.token_types[id] = t == types.end() ? TokenType::kNormal : t->second;
-  }
-  const auto find_id = [&](const std::string& text) -> TokenId {
-    for (TokenId id = 0; id < n; ++id) {
-      if (spec.token_types[id] != TokenType::kUnused && spec.tokens[id] == text) return id;
-    }
-    return -1;
-  };
+  return -1;
+}
 
-  // ---- pipeline steps ----
-  spec.normalizer = NormalizerName(path, Find(j, "normalizer"));
-  spec.pre = PreTokenizerName(path, Find(j, "pre_tokenizer"));
-  const Json* decoder = Find(j, "decoder");
-  if (decoder == nullptr || TypeOf(*decoder) != "ByteLevel") {
-    Fail(path, "decoder " + (decoder ? decoder->dump().substr(0, 200) : std::string("null")) +
-                   " is not supported (supported: ByteLevel)");
-  }
-  if (const Json* unk = Find(*model, "unk_token")) {
-    if (!unk->is_string()) Fail(path, "model.unk_token must be a string or null");
-    spec.unk_id = find_id(unk->get<std::string>());
-  }
-
-  // ---- tokenizer_config.json, chat_template.jinja, generation_config.json ----
-  const std::string config_path = (fs::path(dir) / "tokenizer_config.json").string();
-  const Json config = ReadJson(config_path, /*optional=*/true);
+// tokenizer_config.json's bos/eos/pad/unk tokens and add_bos_token, generation_config.json's
+// ids; the post-processor decides add_bos when the config does not.
+void ReadSpecialTokens(const std::string& dir, const std::string& path, const Json& j,
+                       const std::string& config_path, const Json& config, TokenizerSpec* spec) {
+  namespace fs = std::filesystem;
   const std::string gen_path = (fs::path(dir) / "generation_config.json").string();
   const Json gen = ReadJson(gen_path, /*optional=*/true);
   const auto token_id = [&](const char* key, const char* gen_key) -> TokenId {
     const std::string text = TokenText(config_path, config, key);
     if (!text.empty()) {
-      const TokenId id = find_id(text);
+      const TokenId id = FindId(*spec, text);
       if (id < 0) Fail(config_path, std::string(key) + " " + Json(text).dump() + " is not a token");
       return id;
     }
@@ -380,25 +363,31 @@ TokenizerSpec TokenizerSpec::FromHfDir(const std::string& dir) {
         IdList(gen_path, gen_key ? Find(gen, gen_key) : nullptr, gen_key ? gen_key : "");
     return ids.empty() ? -1 : ids.front();
   };
-  spec.bos_id = token_id("bos_token", "bos_token_id");
-  spec.eos_id = token_id("eos_token", "eos_token_id");
-  spec.pad_id = token_id("pad_token", nullptr);
-  if (const TokenId unk = token_id("unk_token", nullptr); unk >= 0) spec.unk_id = unk;
-  spec.extra_eog_ids = IdList(gen_path, Find(gen, "eos_token_id"), "eos_token_id");
+  spec->bos_id = token_id("bos_token", "bos_token_id");
+  spec->eos_id = token_id("eos_token", "eos_token_id");
+  spec->pad_id = token_id("pad_token", nullptr);
+  if (const TokenId unk = token_id("unk_token", nullptr); unk >= 0) spec->unk_id = unk;
+  spec->extra_eog_ids = IdList(gen_path, Find(gen, "eos_token_id"), "eos_token_id");
 
   if (Find(config, "add_bos_token") != nullptr) {
-    spec.add_bos = BoolOr(config_path, config, "add_bos_token", false, "tokenizer_config");
+    spec->add_bos = BoolOr(config_path, config, "add_bos_token", false, "tokenizer_config");
   } else {
-    spec.add_bos =
+    spec->add_bos =
         PostProcessorAddsBos(path, Find(j, "post_processor"),
-                             spec.bos_id >= 0 ? spec.tokens[spec.bos_id] : std::string());
-    if (!spec.add_bos) spec.add_bos = false;
+                             spec->bos_id >= 0 ? spec->tokens[spec->bos_id] : std::string());
   }
+}
 
+// The chat template: chat_template.jinja, else tokenizer_config.json's chat_template (a string,
+// or a list of {name, template}: "default", else the first); refused unless ChatTemplate
+// recognises it.
+void ReadChatTemplate(const std::string& dir, const std::string& config_path, const Json& config,
+                      TokenizerSpec* spec) {
+  namespace fs = std::filesystem;
   std::string chat_source = config_path;
   if (const Json* t = Find(config, "chat_template")) {
     if (t->is_string()) {
-      spec.chat_template = t->get<std::string>();
+      spec->chat_template = t->get<std::string>();
     } else if (t->is_array()) {
       for (const Json& named : *t) {
         const Json* name = Find(named, "name");
@@ -406,8 +395,8 @@ TokenizerSpec TokenizerSpec::FromHfDir(const std::string& dir) {
         if (tmpl == nullptr || !tmpl->is_string()) {
           Fail(config_path, "chat_template: each entry needs a \"template\" string");
         }
-        if (spec.chat_template.empty() || (name != nullptr && *name == "default")) {
-          spec.chat_template = tmpl->get<std::string>();
+        if (spec->chat_template.empty() || (name != nullptr && *name == "default")) {
+          spec->chat_template = tmpl->get<std::string>();
         }
       }
     } else {
@@ -417,14 +406,52 @@ TokenizerSpec TokenizerSpec::FromHfDir(const std::string& dir) {
   const fs::path jinja = fs::path(dir) / "chat_template.jinja";
   std::error_code ec;
   if (fs::exists(jinja, ec)) {
-    spec.chat_template = ReadText(jinja.string());
+    spec->chat_template = ReadText(jinja.string());
     chat_source = jinja.string();
   }
-  if (!spec.chat_template.empty() && !ChatTemplate::Recognizes(spec.chat_template)) {
+  if (!spec->chat_template.empty() && !ChatTemplate::Recognizes(spec->chat_template)) {
     Fail(chat_source,
          "the chat template is none sift renders (ChatML, Llama 3, Mistral); "
          "refusing to format chats with a different one");
   }
+}
+
+}  // namespace
+
+TokenizerSpec TokenizerSpec::FromHfDir(const std::string& dir) {
+  const std::string path = (std::filesystem::path(dir) / "tokenizer.json").string();
+  const Json j = ReadJson(path, /*optional=*/false);
+  TokenizerSpec spec;
+  spec.model = "gpt2";
+
+  const Json* model = Find(j, "model");
+  if (model == nullptr || !model->is_object()) Fail(path, "missing \"model\"");
+  std::map<TokenId, std::string> by_id = ReadBpeModel(path, *model, &spec);
+  const std::map<TokenId, TokenType> types = ReadAddedTokens(path, Find(j, "added_tokens"), &by_id);
+  const TokenId n = by_id.rbegin()->first + 1;
+  spec.tokens.assign(static_cast<size_t>(n), std::string());
+  spec.token_types.assign(static_cast<size_t>(n), TokenType::kUnused);  // ids nobody names
+  for (auto& [id, text] : by_id) {
+    spec.tokens[id] = std::move(text);
+    auto t = types.find(id);
+    spec.token_types[id] = t == types.end() ? TokenType::kNormal : t->second;
+  }
+
+  spec.normalizer = NormalizerName(path, Find(j, "normalizer"));
+  spec.pre = PreTokenizerName(path, Find(j, "pre_tokenizer"));
+  const Json* decoder = Find(j, "decoder");
+  if (decoder == nullptr || TypeOf(*decoder) != "ByteLevel") {
+    Fail(path, "decoder " + (decoder ? decoder->dump().substr(0, 200) : std::string("null")) +
+                   " is not supported (supported: ByteLevel)");
+  }
+  if (const Json* unk = Find(*model, "unk_token")) {
+    if (!unk->is_string()) Fail(path, "model.unk_token must be a string or null");
+    spec.unk_id = FindId(spec, unk->get<std::string>());
+  }
+  const std::string config_path = (std::filesystem::path(dir) / "tokenizer_config.json").string();
+  const Json config = ReadJson(config_path, /*optional=*/true);
+  ReadSpecialTokens(dir, path, j, config_path, config, &spec);
+  ReadChatTemplate(dir, config_path, config, &spec);
   return spec;
 }
 
