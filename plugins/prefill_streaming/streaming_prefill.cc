@@ -18,6 +18,49 @@ void TrimToLambda(KvCache& cache, int64_t layer, int64_t next, int64_t sink, int
   if (indices.size(0) < pos.size(0)) cache.Select(layer, indices);
 }
 
+void SetEmptyScores(const at::Device& device, const std::set<int64_t>& score_layers,
+                    StreamingScores* out) {
+  out->scores.clear();
+  const at::TensorOptions on_device = at::TensorOptions().dtype(at::kFloat).device(device);
+  for (int64_t l : score_layers) out->scores[l] = at::zeros({0}, on_device);
+  out->context_length = 0;
+  out->peak_cache_entries = 0;
+}
+
+// The segments the prompt streams in: context chunks (the first one also holds the sink), then
+// the query part [ctx, n).
+std::vector<std::pair<int64_t, int64_t>> Segments(int64_t ctx, int64_t n,
+                                                  const StreamingPrefillOptions& options) {
+  std::vector<std::pair<int64_t, int64_t>> segments;
+  for (int64_t c0 = 0; c0 < ctx;) {
+    const int64_t size = c0 == 0 ? options.chunk + options.sink : options.chunk;
+    const int64_t c1 = std::min(ctx, c0 + size);
+    segments.emplace_back(c0, c1);
+    c0 = c1;
+  }
+  segments.emplace_back(ctx, n);
+  return segments;
+}
+
+// Each score layer's score per context token: the maximum attention probability any query
+// token gives it, over the full (un-windowed) keys. Releases the keys.
+void ScoreContext(int64_t ctx, int64_t n, int64_t block_size, std::map<int64_t, at::Tensor>& keys,
+                  const std::map<int64_t, at::Tensor>& queries, StreamingScores* out) {
+  const at::TensorOptions host_options = at::TensorOptions().dtype(at::kLong).device(at::kCPU);
+  AttentionOptions full;
+  full.block_size = block_size;
+  const at::Tensor q_pos = at::arange(ctx, n, host_options);
+  for (auto& [l, k] : keys) {
+    const at::Tensor k_pos = at::arange(k.size(1), host_options);
+    AttentionStatsRequest request;
+    request.max_from_query = 0;
+    AttentionStats stats;
+    Attention(queries.at(l), k, k, q_pos, k_pos, full, request, &stats);
+    out->scores[l] = stats.max_prob.narrow(0, 0, ctx).contiguous();
+    k = at::Tensor();
+  }
+}
+
 }  // namespace
 
 bool StreamingPrefill(const Model& model, const std::vector<TokenId>& tokens,
@@ -37,24 +80,11 @@ bool StreamingPrefill(const Model& model, const std::vector<TokenId>& tokens,
   if (ctx == 0) {
     // A prompt that is all question (e.g. shorter than the question span): no context to score.
     // Empty scores let the filter keep the whole prompt, uncompressed.
-    out->scores.clear();
-    const at::TensorOptions on_device =
-        at::TensorOptions().dtype(at::kFloat).device(model.options().device);
-    for (int64_t l : score_layers) out->scores[l] = at::zeros({0}, on_device);
-    out->context_length = 0;
-    out->peak_cache_entries = 0;
+    SetEmptyScores(model.options().device, score_layers, out);
     return true;
   }
 
-  // Segments: context chunks, then the query part.
-  std::vector<std::pair<int64_t, int64_t>> segments;
-  for (int64_t c0 = 0; c0 < ctx;) {
-    const int64_t size = c0 == 0 ? options.chunk + options.sink : options.chunk;
-    const int64_t c1 = std::min(ctx, c0 + size);
-    segments.emplace_back(c0, c1);
-    c0 = c1;
-  }
-  segments.emplace_back(ctx, n);
+  const std::vector<std::pair<int64_t, int64_t>> segments = Segments(ctx, n, options);
 
   AttentionOptions lambda;
   lambda.block_size = options.block_size;
@@ -108,19 +138,7 @@ bool StreamingPrefill(const Model& model, const std::vector<TokenId>& tokens,
   out->scores.clear();
   out->context_length = ctx;
   out->peak_cache_entries = peak;
-  AttentionOptions full;
-  full.block_size = options.block_size;
-  const at::Tensor q_pos = at::arange(ctx, n, host_options);
-  for (int64_t l : score_layers) {
-    const at::Tensor& k = keys[l];
-    const at::Tensor k_pos = at::arange(k.size(1), host_options);
-    AttentionStatsRequest request;
-    request.max_from_query = 0;
-    AttentionStats stats;
-    Attention(queries.at(l), k, k, q_pos, k_pos, full, request, &stats);
-    out->scores[l] = stats.max_prob.narrow(0, 0, ctx).contiguous();
-    keys[l] = at::Tensor();
-  }
+  ScoreContext(ctx, n, options.block_size, keys, queries, out);
   return true;
 }
 
