@@ -1,17 +1,20 @@
 // Selection on the real model ($SIFT_MODEL; skipped without it): RoPE rotation by a delta
 // position (the re-rotation option), re-rotated caches decode, context-only observation equals
-// the prefill's statistics, the question re-prefill, and every selection pipeline answering
+// the prefill's statistics, context-only H2O scores equal the context alone's, the question
+// re-prefill, and every selection pipeline answering
 // through the real siftd. Prompts are short (< 400 tokens) to keep the suite fast.
 #include <gtest/gtest.h>
 
 #include <cstdlib>
 #include <filesystem>
+#include <map>
 #include <memory>
 #include <string>
 #include <vector>
 
 #include "chunkkv_stage.h"
 #include "client.h"
+#include "h2o_stage.h"
 #include "layerwise_stage.h"
 #include "plugins/test_context.h"
 #include "prefill_full_stage.h"
@@ -54,15 +57,16 @@ std::string Context() {
   return text;
 }
 
-// A prefilled request: chat prompt, question span marked, statistics as `plan` asks.
-RequestState Prefill(const Model& model, RequestPlan plan) {
+// A prefilled request: chat prompt, question span marked, statistics as `plan` asks; with
+// `context_only` the prompt ends where the question would begin (no question span).
+RequestState Prefill(const Model& model, RequestPlan plan, bool context_only = false) {
   const std::string head = "<|im_start|>user\n" + Context() + "\n\n";
   const std::string question = "What is the secret word?<|im_end|>\n<|im_start|>assistant\n";
   RequestState s;
   s.tokens = model.tokenizer().Encode(head, true);
   s.question_begin = static_cast<int64_t>(s.tokens.size());
   std::vector<TokenId> q = model.tokenizer().Encode(question, true);
-  s.tokens.insert(s.tokens.end(), q.begin(), q.end());
+  if (!context_only) s.tokens.insert(s.tokens.end(), q.begin(), q.end());
   s.prompt_length = static_cast<int64_t>(s.tokens.size());
   s.generation.max_tokens = 6;
   s.plan = std::move(plan);
@@ -150,6 +154,54 @@ TEST(ContextOnly, QuestionIsKeptWholeAndPrefilledAgain) {
   EXPECT_EQ(kept[39].item<int64_t>(), qb - 1);  // the context window ends the context part
   EXPECT_TRUE(at::equal(kept.narrow(0, 40, n - qb), at::arange(qb, n, at::kLong)));
   EXPECT_TRUE(at::equal(s.cache->Positions(7)[0], kept));
+}
+
+// H2O that records the prefix scores it ranks (per layer, [Hkv, p]).
+class RecordingH2o : public H2oStage {
+ public:
+  using H2oStage::H2oStage;
+  mutable std::map<int64_t, at::Tensor> scores;
+
+ protected:
+  at::Tensor ChoosePrefix(int64_t layer, const at::Tensor& s, int64_t p, int64_t keep,
+                          int64_t heads, const at::TensorOptions& index_options) const override {
+    scores[layer] = s.clone();
+    return H2oStage::ChoosePrefix(layer, s, p, keep, heads, index_options);
+  }
+};
+
+TEST(ContextOnly, H2oWithoutTheQuestionScoresLikeTheContextAlone) {
+  // query_aware = false ranks the context by the context queries' attention only: all queries'
+  // column sums minus the question's. That must equal the column sums of a prefill of the
+  // context alone (causal attention: the context rows do not see the question).
+  REQUIRE_MODEL();
+  const Model& model = *TheModel();
+  RecordingH2o blind(Params({{"budget", 48}, {"query_aware", false}}, "h2o"));
+  RecordingH2o aware(Params({{"budget", 48}}, "h2o"));
+  RequestPlan plan;
+  blind.PlanStats(model.config().num_layers, plan);
+  RequestState s = Prefill(model, plan);
+  RequestState c = Prefill(model, plan, /*context_only=*/true);
+  const int64_t qb = s.question_begin, n = static_cast<int64_t>(s.tokens.size());
+  ASSERT_EQ(static_cast<int64_t>(c.tokens.size()), qb);
+  // The question's own attention mass: what the subtraction removes (a sanity bound below).
+  const at::Tensor all_queries = s.layer_stats.at(20).column_sum.narrow(-1, 0, qb - 24).clone();
+  testing::TestContext ctx;
+  ASSERT_TRUE(blind.RunOn(&model, s, ctx).ok());
+  ASSERT_TRUE(aware.RunOn(&model, c, ctx).ok());
+  for (int64_t l : {0, 10, 20, 29}) {
+    const at::Tensor a = blind.scores.at(l), b = aware.scores.at(l);
+    ASSERT_EQ(a.sizes(), b.sizes()) << l;
+    // fp32 column sums over ~250 query rows, subtracted vs summed directly: rounding only
+    // (measured <= 2e-6); leaving the question in moves them by 0.26-10.7 on these layers.
+    EXPECT_LT((a - b).abs().max().item<float>(), 1e-3) << l;
+  }
+  const int64_t heads = s.cache->shape().num_kv_heads;
+  const at::Tensor with_question = AggregateGqa(all_queries, heads, Reduce::kMean);
+  EXPECT_GT((with_question - aware.scores.at(20)).abs().max().item<float>(), 1.0)
+      << "the question's queries should move the scores by more than the tolerance above";
+  // The question itself is kept whole and prefilled again after the context.
+  EXPECT_EQ(s.cache->size(0), 48 + (n - qb));
 }
 
 TEST(Layerwise, FollowersOnTheRealPrefillHaveNoStatistics) {

@@ -56,6 +56,55 @@ at::Tensor SelectStageBase::LayerSignal(const AttentionStats& stats) const {
   return signal_ == Signal::kWindow ? stats.window_sum : stats.column_sum;
 }
 
+std::map<int64_t, AttentionStats> SelectStageBase::ContextOnlyStats(
+    const Model& model, const RequestState& state, const std::vector<int64_t>& selected, int64_t qb,
+    int64_t n_c) const {
+  const KvCache& cache = *state.cache;
+  const int64_t last = selected.empty() ? 0 : selected.back();
+  AttentionStatsRequest r;
+  if (signal_ == Signal::kWindow) {
+    r.window = std::min(window_, n_c);
+    return ObserveRows(model, cache, state.tokens, n_c - r.window, n_c, r, last);
+  }
+  // H2O over context queries only: all queries' column sums minus the question's.
+  r.column_sum = true;
+  std::map<int64_t, AttentionStats> q =
+      ObserveRows(model, cache, state.tokens, qb, cache.size(0), r, last);
+  std::map<int64_t, AttentionStats> observed;
+  for (int64_t l : selected) {
+    auto it = state.layer_stats.find(l);
+    if (it == state.layer_stats.end() || !it->second.column_sum.defined()) continue;
+    observed[l].column_sum = it->second.column_sum - q[l].column_sum;
+  }
+  return observed;
+}
+
+Status SelectStageBase::LayerIndices(int64_t layer, const std::map<int64_t, AttentionStats>& stats,
+                                     int64_t n_c, int64_t budget, int64_t heads,
+                                     const at::TensorOptions& index_options,
+                                     at::Tensor* idx) const {
+  const int64_t kept_window = std::clamp<int64_t>(KeptWindow(budget), 0, budget);
+  const int64_t p = n_c - kept_window;
+  at::Tensor scores;
+  if (signal_ != Signal::kNone) {
+    auto it = stats.find(layer);
+    at::Tensor sig = it == stats.end() ? at::Tensor() : LayerSignal(it->second);
+    if (!sig.defined() || sig.size(-1) < n_c) {
+      return Status(StatusCode::kFailedPrecondition, "no_stats",
+                    "layer " + std::to_string(layer) +
+                        " has no attention statistics: the prefill must collect what this "
+                        "stage's plan asks (prefill_full does)");
+    }
+    scores = Pool1d(sig.narrow(-1, 0, p), pooling_, kernel_);
+    scores = AggregateGqa(scores, heads, gqa_reduce_);
+  }
+  at::Tensor prefix = ChoosePrefix(layer, scores, p, budget - kept_window, heads, index_options);
+  if (prefix.dim() == 1) prefix = prefix.unsqueeze(0).expand({heads, prefix.size(0)});
+  at::Tensor tail = at::arange(p, n_c, index_options).expand({heads, kept_window});
+  *idx = at::cat({prefix.to(at::kLong), tail}, 1);
+  return Status::Ok();
+}
+
 Status SelectStageBase::RunOn(const Model* model, RequestState& state, StageContext& context) {
   if (state.cache == nullptr) {
     return Status(StatusCode::kFailedPrecondition, "no_prefill",
@@ -92,28 +141,11 @@ Status SelectStageBase::RunOn(const Model* model, RequestState& state, StageCont
 
   // The signal per selected layer: from the prefill, or recomputed for context-only spans.
   std::map<int64_t, AttentionStats> observed;
-  const std::map<int64_t, AttentionStats>* stats = &state.layer_stats;
   if (evicts && signal_ != Signal::kNone && context_only) {
-    const int64_t last = selected.empty() ? 0 : selected.back();
-    if (signal_ == Signal::kWindow) {
-      AttentionStatsRequest r;
-      r.window = std::min(window_, n_c);
-      observed = ObserveRows(*model, cache, state.tokens, n_c - r.window, n_c, r, last);
-      stats = &observed;
-    } else {
-      // H2O over context queries only: all queries' column sums minus the question's.
-      AttentionStatsRequest r;
-      r.column_sum = true;
-      std::map<int64_t, AttentionStats> q =
-          ObserveRows(*model, cache, state.tokens, qb, n, r, last);
-      for (int64_t l : selected) {
-        auto it = state.layer_stats.find(l);
-        if (it == state.layer_stats.end() || !it->second.column_sum.defined()) continue;
-        observed[l].column_sum = it->second.column_sum - q[l].column_sum;
-      }
-      stats = &observed;
-    }
+    observed = ContextOnlyStats(*model, state, selected, qb, n_c);
   }
+  const std::map<int64_t, AttentionStats>& stats =
+      evicts && signal_ != Signal::kNone && context_only ? observed : state.layer_stats;
 
   for (int64_t l : selected) {
     if (context.Cancelled()) return context.CancelStatus();
@@ -122,25 +154,7 @@ Status SelectStageBase::RunOn(const Model* model, RequestState& state, StageCont
     if (!evicts || budget >= n_c) {
       idx = at::arange(evicts && context_only ? n_c : n, index_options).expand({heads, -1});
     } else {
-      const int64_t kept_window = std::clamp<int64_t>(KeptWindow(budget), 0, budget);
-      const int64_t p = n_c - kept_window;
-      at::Tensor scores;
-      if (signal_ != Signal::kNone) {
-        auto it = stats->find(l);
-        at::Tensor sig = it == stats->end() ? at::Tensor() : LayerSignal(it->second);
-        if (!sig.defined() || sig.size(-1) < n_c) {
-          return Status(StatusCode::kFailedPrecondition, "no_stats",
-                        "layer " + std::to_string(l) +
-                            " has no attention statistics: the prefill must collect what this "
-                            "stage's plan asks (prefill_full does)");
-        }
-        scores = Pool1d(sig.narrow(-1, 0, p), pooling_, kernel_);
-        scores = AggregateGqa(scores, heads, gqa_reduce_);
-      }
-      at::Tensor prefix = ChoosePrefix(l, scores, p, budget - kept_window, heads, index_options);
-      if (prefix.dim() == 1) prefix = prefix.unsqueeze(0).expand({heads, prefix.size(0)});
-      at::Tensor tail = at::arange(p, n_c, index_options).expand({heads, kept_window});
-      idx = at::cat({prefix.to(at::kLong), tail}, 1);
+      SIFT_RETURN_IF_ERROR(LayerIndices(l, stats, n_c, budget, heads, index_options, &idx));
     }
     SIFT_RETURN_IF_ERROR(ApplyLayerSelection(model, state, l, idx, rerotate_));
     context.Progress("select", l + 1, layers);

@@ -43,6 +43,7 @@
 #include <ATen/ATen.h>
 
 #include <cstdint>
+#include <map>
 #include <string>
 #include <vector>
 
@@ -93,6 +94,16 @@ class SelectStageBase : public Stage {
  private:
   // Per-query-head signal [Hq, >= n_c] of `layer` over the compressible span.
   at::Tensor LayerSignal(const AttentionStats& stats) const;
+  // Context-only selection (query_aware = false): the signal of the `selected` layers observed
+  // from context queries only, recomputed with the model (the prefill's saw the question).
+  std::map<int64_t, AttentionStats> ContextOnlyStats(const Model& model, const RequestState& state,
+                                                     const std::vector<int64_t>& selected,
+                                                     int64_t qb, int64_t n_c) const;
+  // The kept indices [Hkv, budget] of `layer`: ChoosePrefix over the pooled prefix scores plus
+  // the last KeptWindow tokens of the compressible span [0, n_c).
+  Status LayerIndices(int64_t layer, const std::map<int64_t, AttentionStats>& stats, int64_t n_c,
+                      int64_t budget, int64_t heads, const at::TensorOptions& index_options,
+                      at::Tensor* idx) const;
 };
 
 }  // namespace sift::plugins
