@@ -75,6 +75,65 @@ uint64_t NonNegativeInt(const std::string& where, const Json& v) {
   return v.get<uint64_t>();
 }
 
+// One tensor entry of the header: dtype, shape and data_offsets checked against the data
+// section (file bytes [data_offset, file_size)); `data` is left for the caller to set.
+SafetensorsTensor ParseTensorEntry(const std::string& path, const std::string& name,
+                                   const Json& entry, uint64_t data_offset, uint64_t file_size) {
+  const uint64_t data_size = file_size - data_offset;
+  const std::string where = path + ": tensor '" + name + "'";
+  SIFT_CHECK(entry.is_object(), where, " must be an object");
+  SafetensorsTensor t;
+  t.name = name;
+
+  auto dtype_it = entry.find("dtype");
+  SIFT_CHECK(dtype_it != entry.end() && dtype_it->is_string(), where, ": missing \"dtype\"");
+  const std::string dtype = dtype_it->get<std::string>();
+  const DtypeInfo* info = nullptr;
+  for (const DtypeInfo& d : kDtypes) {
+    if (dtype == d.name) info = &d;
+  }
+  SIFT_CHECK(info != nullptr, where, ": unknown dtype \"", dtype, "\"");
+  t.dtype = info->dtype;
+
+  auto shape_it = entry.find("shape");
+  SIFT_CHECK(shape_it != entry.end() && shape_it->is_array(), where, ": missing \"shape\" array");
+  uint64_t elements = 1;
+  for (const Json& d : *shape_it) {
+    const uint64_t dim = NonNegativeInt(where + " shape entry", d);
+    SIFT_CHECK(dim <= static_cast<uint64_t>(INT64_MAX) &&
+                   !__builtin_mul_overflow(elements, dim, &elements),
+               where, ": shape ", shape_it->dump(), " is too large");
+    t.shape.push_back(static_cast<int64_t>(dim));
+  }
+
+  auto off_it = entry.find("data_offsets");
+  SIFT_CHECK(off_it != entry.end() && off_it->is_array() && off_it->size() == 2, where,
+             ": \"data_offsets\" must be [begin, end]");
+  t.begin = NonNegativeInt(where + " data_offsets", (*off_it)[0]);
+  t.end = NonNegativeInt(where + " data_offsets", (*off_it)[1]);
+  SIFT_CHECK(t.begin <= t.end, where, ": data_offsets [", t.begin, ", ", t.end,
+             "] end before they begin");
+  SIFT_CHECK(t.end <= data_size, where, ": truncated or bad offsets: data_offsets end at ", t.end,
+             " (file offset ", data_offset + t.end, "), but the file is ", file_size, " bytes");
+  uint64_t expected = 0;
+  SIFT_CHECK(!__builtin_mul_overflow(elements, static_cast<uint64_t>(info->size), &expected) &&
+                 expected == t.end - t.begin,
+             where, ": data_offsets span ", t.end - t.begin, " bytes, but shape ", shape_it->dump(),
+             " of ", dtype, " needs ", expected);
+  return t;
+}
+
+std::map<std::string, std::string> ParseMetadata(const std::string& path, const Json& entry) {
+  SIFT_CHECK(entry.is_object(), path, ": __metadata__ must be an object of strings");
+  std::map<std::string, std::string> metadata;
+  for (auto m = entry.begin(); m != entry.end(); ++m) {
+    SIFT_CHECK(m.value().is_string(), path, ": __metadata__ \"", m.key(),
+               "\" must be a string, got ", m.value().dump());
+    metadata[m.key()] = m.value().get<std::string>();
+  }
+  return metadata;
+}
+
 }  // namespace
 
 const char* SafetensorsDtypeName(SafetensorsDtype dtype) { return Info(dtype).name; }
@@ -114,7 +173,6 @@ void SafetensorsFile::Parse() {
   SIFT_CHECK(header_len <= size_ - 8, path_, ": truncated: the JSON header needs ", header_len,
              " bytes at offset 8, but the file is ", size_, " bytes");
   data_offset_ = 8 + header_len;
-  const uint64_t data_size = size_ - data_offset_;
   const char* text = reinterpret_cast<const char*>(base_ + 8);
   const Json header = ParseJson(path_, text, text + header_len, /*key_depth=*/1);
   SIFT_CHECK(header.is_object(), path_, ": the JSON header must be an object");
@@ -123,54 +181,10 @@ void SafetensorsFile::Parse() {
     const std::string& name = it.key();
     const Json& entry = it.value();
     if (name == "__metadata__") {
-      SIFT_CHECK(entry.is_object(), path_, ": __metadata__ must be an object of strings");
-      for (auto m = entry.begin(); m != entry.end(); ++m) {
-        SIFT_CHECK(m.value().is_string(), path_, ": __metadata__ \"", m.key(),
-                   "\" must be a string, got ", m.value().dump());
-        metadata_[m.key()] = m.value().get<std::string>();
-      }
+      metadata_ = ParseMetadata(path_, entry);
       continue;
     }
-    const std::string where = path_ + ": tensor '" + name + "'";
-    SIFT_CHECK(entry.is_object(), where, " must be an object");
-    SafetensorsTensor t;
-    t.name = name;
-
-    auto dtype_it = entry.find("dtype");
-    SIFT_CHECK(dtype_it != entry.end() && dtype_it->is_string(), where, ": missing \"dtype\"");
-    const std::string dtype = dtype_it->get<std::string>();
-    const DtypeInfo* info = nullptr;
-    for (const DtypeInfo& d : kDtypes) {
-      if (dtype == d.name) info = &d;
-    }
-    SIFT_CHECK(info != nullptr, where, ": unknown dtype \"", dtype, "\"");
-    t.dtype = info->dtype;
-
-    auto shape_it = entry.find("shape");
-    SIFT_CHECK(shape_it != entry.end() && shape_it->is_array(), where, ": missing \"shape\" array");
-    uint64_t elements = 1;
-    for (const Json& d : *shape_it) {
-      const uint64_t dim = NonNegativeInt(where + " shape entry", d);
-      SIFT_CHECK(dim <= static_cast<uint64_t>(INT64_MAX) &&
-                     !__builtin_mul_overflow(elements, dim, &elements),
-                 where, ": shape ", shape_it->dump(), " is too large");
-      t.shape.push_back(static_cast<int64_t>(dim));
-    }
-
-    auto off_it = entry.find("data_offsets");
-    SIFT_CHECK(off_it != entry.end() && off_it->is_array() && off_it->size() == 2, where,
-               ": \"data_offsets\" must be [begin, end]");
-    t.begin = NonNegativeInt(where + " data_offsets", (*off_it)[0]);
-    t.end = NonNegativeInt(where + " data_offsets", (*off_it)[1]);
-    SIFT_CHECK(t.begin <= t.end, where, ": data_offsets [", t.begin, ", ", t.end,
-               "] end before they begin");
-    SIFT_CHECK(t.end <= data_size, where, ": truncated or bad offsets: data_offsets end at ", t.end,
-               " (file offset ", data_offset_ + t.end, "), but the file is ", size_, " bytes");
-    uint64_t expected = 0;
-    SIFT_CHECK(!__builtin_mul_overflow(elements, static_cast<uint64_t>(info->size), &expected) &&
-                   expected == t.end - t.begin,
-               where, ": data_offsets span ", t.end - t.begin, " bytes, but shape ",
-               shape_it->dump(), " of ", dtype, " needs ", expected);
+    SafetensorsTensor t = ParseTensorEntry(path_, name, entry, data_offset_, size_);
     t.data = base_ + data_offset_ + t.begin;
     tensors_.push_back(std::move(t));
   }
