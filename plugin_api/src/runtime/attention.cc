@@ -163,6 +163,28 @@ int64_t FirstStatsRow(const AttentionStatsRequest& r, int64_t nq) {
   return std::max<int64_t>(0, first);
 }
 
+// Adds what `request` asks from the fp32 probabilities `p` [Hq, b, kend] of query rows
+// [i0, i0 + b) (of nq) to `stats`.
+void AccumulateStats(const AttentionStatsRequest& request, const at::Tensor& p, int64_t i0,
+                     int64_t nq, AttentionStats* stats) {
+  const int64_t b = p.size(1), kend = p.size(2), i1 = i0 + b;
+  const int64_t window_from = nq - request.window;
+  if (request.window > 0 && i1 > window_from) {
+    const int64_t from = std::max<int64_t>(0, window_from - i0);
+    stats->window_sum.slice(1, 0, kend).add_(p.slice(1, from, b).sum(1));
+  }
+  if (request.last_query && i1 == nq) {
+    stats->last_query.slice(1, 0, kend).copy_(p.select(1, b - 1));
+  }
+  if (request.column_sum) stats->column_sum.slice(1, 0, kend).add_(p.sum(1));
+  if (request.max_from_query >= 0 && i1 > request.max_from_query) {
+    const int64_t from = std::max<int64_t>(0, request.max_from_query - i0);
+    at::Tensor m = std::get<0>(p.slice(1, from, b).reshape({-1, kend}).max(0));
+    at::Tensor dst = stats->max_prob.slice(0, 0, kend);
+    dst.copy_(at::maximum(dst, m));
+  }
+}
+
 // LibTorch attention, blocked over queries [row_begin, nq): writes the output rows into `out`
 // when it is defined and accumulates the requested statistics. Positions are host tensors.
 void BlockedAttention(const at::Tensor& q_in, const at::Tensor& k_in, const at::Tensor& v_in,
@@ -181,7 +203,6 @@ void BlockedAttention(const at::Tensor& q_in, const at::Tensor& k_in, const at::
   const bool lambda = options.window > 0;
   const at::Device device = q.device();
   const int64_t* qp = q_pos.data_ptr<int64_t>();  // host: positions
-  const int64_t window_from = nq - request.window;
 
   // [Hkv, group, nq, hd]: query head h uses KV head h / group (HF repeat_kv order).
   at::Tensor qh = q.permute({1, 0, 2}).reshape({hkv, group, nq, hd});
@@ -237,23 +258,7 @@ void BlockedAttention(const at::Tensor& q_in, const at::Tensor& k_in, const at::
     }
     at::Tensor probs = scores.softmax(-1);  // fp32 [Hkv, group, b, kend]
 
-    if (request.any()) {
-      at::Tensor p = probs.view({hq, b, kend});
-      if (request.window > 0 && i1 > window_from) {
-        const int64_t from = std::max<int64_t>(0, window_from - i0);
-        stats->window_sum.slice(1, 0, kend).add_(p.slice(1, from, b).sum(1));
-      }
-      if (request.last_query && has_last) {
-        stats->last_query.slice(1, 0, kend).copy_(p.select(1, b - 1));
-      }
-      if (request.column_sum) stats->column_sum.slice(1, 0, kend).add_(p.sum(1));
-      if (request.max_from_query >= 0 && i1 > request.max_from_query) {
-        const int64_t from = std::max<int64_t>(0, request.max_from_query - i0);
-        at::Tensor m = std::get<0>(p.slice(1, from, b).reshape({-1, kend}).max(0));
-        at::Tensor dst = stats->max_prob.slice(0, 0, kend);
-        dst.copy_(at::maximum(dst, m));
-      }
-    }
+    if (request.any()) AccumulateStats(request, probs.view({hq, b, kend}), i0, nq, stats);
     if (!out.defined()) continue;
     at::Tensor ob = at::bmm(probs.view({hkv, group * b, kend}).to(v.scalar_type()), vb);
     out.slice(2, i0, i1).copy_(ob.view({hkv, group, b, hd}));
