@@ -122,7 +122,27 @@ class InProcessBackend final : public Backend {
       for (RunResult& r : results) r.error = built.ToString();
       return results;
     }
-    // Resolve and plan every config.
+    std::vector<Prepared> prepared = PrepareAll(configs, &results);
+    for (Group& g : GroupByPrefill(prepared)) {
+      if (g.members.size() == 1) {
+        results[g.members[0]->index] = RunAlone(*g.members[0], base);
+      } else {
+        RunGroup(g, base, &results);
+      }
+    }
+    return results;
+  }
+
+ private:
+  // Configs that share one prefill: the same prefill key and mergeable plans.
+  struct Group {
+    std::vector<Prepared*> members;
+    RequestPlan plan;  // the members' statistics requests merged (MergePlan)
+  };
+
+  // Resolves and plans every config; a config that fails gets its error in `results`.
+  std::vector<Prepared> PrepareAll(const std::vector<BenchConfig>& configs,
+                                   std::vector<RunResult>* results) {
     std::vector<Prepared> prepared;
     for (size_t i = 0; i < configs.size(); ++i) {
       Prepared p;
@@ -131,16 +151,15 @@ class InProcessBackend final : public Backend {
       try {
         Resolve(configs[i], &p);
       } catch (const std::exception& e) {
-        results[i].error = e.what();
+        (*results)[i].error = e.what();
         continue;
       }
       prepared.push_back(std::move(p));
     }
-    // Groups: same prefill key and mergeable plans.
-    struct Group {
-      std::vector<Prepared*> members;
-      RequestPlan plan;
-    };
+    return prepared;
+  }
+
+  std::vector<Group> GroupByPrefill(std::vector<Prepared>& prepared) const {
     std::vector<Group> groups;
     for (Prepared& p : prepared) {
       bool placed = false;
@@ -156,46 +175,46 @@ class InProcessBackend final : public Backend {
       }
       if (!placed) groups.push_back(Group{{&p}, p.plan});
     }
-    for (Group& g : groups) {
-      if (g.members.size() == 1) {
-        Prepared& p = *g.members[0];
-        RequestState state = base.Clone();
-        const auto start = std::chrono::steady_clock::now();
-        const Status s = daemon::RunPipeline(p.pipeline, p.stages, *model_, state,
-                                             p.config->overrides, context_);
-        results[p.index] = Finish(state, s, start, false);
-        continue;
-      }
-      RequestState shared = base.Clone();
-      shared.plan = g.plan;
-      const std::vector<ResolvedStage> first(g.members[0]->stages.begin(),
-                                             g.members[0]->stages.begin() + 1);
-      const auto start = std::chrono::steady_clock::now();
-      const Status ps =
-          daemon::RunPipeline(g.members[0]->pipeline, first, *model_, shared,
-                              OverridesFor(first, g.members[0]->config->overrides), context_);
-      const double prefill_ms =
-          std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start)
-              .count();
-      for (Prepared* p : g.members) {
-        if (!ps.ok()) {
-          results[p->index].error = ps.ToString();
-          continue;
-        }
-        RequestState state = shared.Clone();
-        state.plan = p->plan;
-        const std::vector<ResolvedStage> rest(p->stages.begin() + 1, p->stages.end());
-        const auto t0 = std::chrono::steady_clock::now();
-        const Status s = daemon::RunPipeline(p->pipeline, rest, *model_, state,
-                                             OverridesFor(rest, p->config->overrides), context_);
-        results[p->index] = Finish(state, s, t0, true);
-        results[p->index].client_ms += prefill_ms;
-      }
-    }
-    return results;
+    return groups;
   }
 
- private:
+  RunResult RunAlone(const Prepared& p, const RequestState& base) {
+    RequestState state = base.Clone();
+    const auto start = std::chrono::steady_clock::now();
+    const Status s =
+        daemon::RunPipeline(p.pipeline, p.stages, *model_, state, p.config->overrides, context_);
+    return Finish(state, s, start, false);
+  }
+
+  // One prefill (the first stage, with the group's merged plan), then the rest of each member's
+  // pipeline on its own copy of the prefilled state; each member's client time includes the
+  // shared prefill.
+  void RunGroup(const Group& g, const RequestState& base, std::vector<RunResult>* results) {
+    const Prepared& lead = *g.members[0];
+    RequestState shared = base.Clone();
+    shared.plan = g.plan;
+    const std::vector<ResolvedStage> first(lead.stages.begin(), lead.stages.begin() + 1);
+    const auto start = std::chrono::steady_clock::now();
+    const Status ps = daemon::RunPipeline(lead.pipeline, first, *model_, shared,
+                                          OverridesFor(first, lead.config->overrides), context_);
+    const double prefill_ms =
+        std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
+    for (const Prepared* p : g.members) {
+      if (!ps.ok()) {
+        (*results)[p->index].error = ps.ToString();
+        continue;
+      }
+      RequestState state = shared.Clone();
+      state.plan = p->plan;
+      const std::vector<ResolvedStage> rest(p->stages.begin() + 1, p->stages.end());
+      const auto t0 = std::chrono::steady_clock::now();
+      const Status s = daemon::RunPipeline(p->pipeline, rest, *model_, state,
+                                           OverridesFor(rest, p->config->overrides), context_);
+      (*results)[p->index] = Finish(state, s, t0, true);
+      (*results)[p->index].client_ms += prefill_ms;
+    }
+  }
+
   Status BuildBase(const Sample& sample, const RunOptions& options, RequestState* state) {
     daemon::GenerateRequest req;
     req.id = sample.id;
