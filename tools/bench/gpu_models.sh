@@ -18,8 +18,9 @@
 # SPTS needs its proxies beside it: bash tools/setup.sh calibrate qwen), SIFT_HAYSTACK
 # (../shared/data/pg_essays when there), OUT (bench-out/gpu-models), SIFT_DEVICE (cuda),
 # SIFT_LENGTHS (16384 32768), SIFT_SUITES (passkey needle ruler), SIFT_ROUNDS (2: 10 samples per
-# cell), SIFT_CONFIG_SET (targets; or "smoke": full and chunkkv@0.1 only, for a dry run),
-# SIFT_DEADLINE (epoch seconds by which to stop; default one hour from now).
+# cell), SIFT_FIRST_ROUND (0; 1 adds round 1 to an earlier run's round 0), SIFT_CONFIG_SET
+# (targets; or "smoke": full and chunkkv@0.1 only, for a dry run), SIFT_DEADLINE (epoch seconds
+# by which to stop; default one hour from now). SIFT_DEVICE=cpu runs the same cells on the CPU.
 set -uo pipefail
 
 if [[ "${1:-}" == "-h" || "${1:-}" == "--help" ]]; then
@@ -37,6 +38,7 @@ DEVICE="${SIFT_DEVICE:-cuda}"
 LENGTHS="${SIFT_LENGTHS:-16384 32768}"
 SUITES="${SIFT_SUITES:-passkey needle ruler}"
 ROUNDS="${SIFT_ROUNDS:-2}"
+FIRST_ROUND="${SIFT_FIRST_ROUND:-0}"
 DEADLINE="${SIFT_DEADLINE:-$(($(date +%s) + 3600))}"
 mkdir -p "$OUT"
 T0=$(date +%s)
@@ -72,7 +74,7 @@ suite_args() {
 }
 
 steps=()
-for ((k = 0; k < ROUNDS; k++)); do
+for ((k = FIRST_ROUND; k < ROUNDS; k++)); do
   for suite in $SUITES; do
     suite_args "$suite" > /dev/null || { log "FATAL: unknown suite $suite"; exit 2; }
     for len in $LENGTHS; do steps+=("$k $suite $len"); done
