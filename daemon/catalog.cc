@@ -38,9 +38,9 @@ class PipelineImpl : public Pipeline {
   const std::string& file() const override { return config_.file; }
   const std::string& description() const { return config_.description; }
   const std::vector<StageInfo>& stages() const override { return infos_; }
-  Status Run(const Model& model, RequestState& state, const json& overrides,
-             StageContext& context) const override {
-    return RunPipeline(config_.name, stages_, model, state, overrides, context);
+  Status Run(const Model& model, RequestState& state, const json& overrides, StageContext& context,
+             const LocalExecution& local) const override {
+    return RunPipeline(config_.name, stages_, model, state, overrides, context, {}, local);
   }
 
  private:

@@ -30,6 +30,7 @@
 #include <string>
 #include <vector>
 
+#include "daemon/pipeline_runner.h"
 #include "daemon/plugin_preflight.h"
 #include "sift/model.h"
 #include "sift/request_state.h"
@@ -58,9 +59,9 @@ class Pipeline {
   // Runs the stages in order. `overrides` maps a stage label (or plugin name) to an object of
   // parameter overrides for this request, e.g. {"select": {"keep_ratio": 0.2}}; an override
   // with a bad key or value fails with INVALID_ARGUMENT naming it. Records per-stage timings in
-  // state.stats.stages.
+  // state.stats.stages. `local` says how in-process stages run (pipeline_runner.h).
   virtual Status Run(const Model& model, RequestState& state, const nlohmann::json& overrides,
-                     StageContext& context) const = 0;
+                     StageContext& context, const LocalExecution& local = {}) const = 0;
 };
 
 class CatalogSnapshot {

@@ -2,6 +2,7 @@
 
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstdio>
 
 #include "daemon/catalog.h"
@@ -205,11 +206,26 @@ bool Daemon::StartFrontEnds() {
   BuildOptions bo;
   bo.n_ctx = options_.n_ctx;
   bo.question_tokens = options_.question_tokens;
-  backend_ = std::make_unique<CatalogBackend>(model_, *catalog_, bo);
+  backend_ = std::make_unique<CatalogBackend>(model_, *catalog_, bo, StartBatching());
   front_end_ =
       std::make_unique<FrontEnd>(MakeFrontEndOptions(options_, curve_), *backend_, metrics_);
   // Serve also returns when the front end stops by itself.
   front_end_->set_on_stopped([this] { NotifyStop(); });
+  // What an inference gateway routes by: waiting = queued + waiting for KV budget, running = in
+  // the pipeline (docs/operations.md#batching).
+  {
+    FrontEnd* fe = front_end_.get();
+    KvBudget* budget = kv_budget_.get();
+    metrics_.DeclareGauge(
+        "sift_requests_waiting",
+        "Admitted requests not yet running: in the queue or waiting for KV-cache budget.",
+        [fe, budget] { return static_cast<double>(fe->scheduler().queued() + budget->waiting()); });
+    metrics_.DeclareGauge("sift_requests_in_pipeline",
+                          "Requests whose pipeline runs (KV budget reserved).", [fe, budget] {
+                            return static_cast<double>(std::max<int64_t>(
+                                0, fe->scheduler().running() - budget->waiting()));
+                          });
+  }
   Status st = front_end_->Start();
   if (!st.ok()) {
     LogError("start_failed", {{"reason", st.reason()}, {"error", st.message()}});
@@ -224,6 +240,54 @@ bool Daemon::StartFrontEnds() {
     }
   }
   return true;
+}
+
+// The batch loop and the KV budget (Validate has checked --kv-budget), with their gauges.
+Batching Daemon::StartBatching() {
+  int64_t budget_bytes = 0;
+  std::string error;
+  ParseKvBudget(options_.kv_budget, PhysicalMemoryBytes(), &budget_bytes, &error);
+  kv_budget_ = std::make_unique<KvBudget>(budget_bytes);
+  Batching batching;
+  batching.budget = kv_budget_.get();
+  if (options_.max_batch > 0) {
+    BatchEngineOptions eo;
+    eo.max_batch = options_.max_batch;
+    engine_ = std::make_unique<BatchEngine>(model_, eo);
+    batching.engine = engine_.get();
+    batching.slice_tokens = options_.prefill_chunk;
+  }
+  KvBudget* budget = kv_budget_.get();
+  BatchEngine* engine = engine_.get();
+  metrics_.DeclareGauge("sift_kv_budget_bytes",
+                        "KV-cache bytes requests may reserve (--kv-budget).",
+                        [budget] { return static_cast<double>(budget->capacity()); });
+  metrics_.DeclareGauge("sift_kv_reserved_bytes",
+                        "KV-cache bytes reserved by the requests running now.",
+                        [budget] { return static_cast<double>(budget->used()); });
+  metrics_.DeclareGauge(
+      "sift_kv_usage_ratio", "Reserved KV-cache bytes over the budget (0..1; for load balancers).",
+      [budget] {
+        return static_cast<double>(budget->used()) / static_cast<double>(budget->capacity());
+      });
+  metrics_.DeclareGauge("sift_requests_waiting_kv",
+                        "Admitted requests waiting for KV-cache budget.",
+                        [budget] { return static_cast<double>(budget->waiting()); });
+  metrics_.DeclareGauge("sift_batch_decoding", "Requests in the decode batch now.", [engine] {
+    return engine != nullptr ? static_cast<double>(engine->stats().decoding) : 0.0;
+  });
+  metrics_.DeclareGauge("sift_batch_steps", "Decode steps the batch loop has run.", [engine] {
+    return engine != nullptr ? static_cast<double>(engine->stats().steps) : 0.0;
+  });
+  metrics_.DeclareGauge("sift_batch_max_rows", "The most rows one decode step has had.", [engine] {
+    return engine != nullptr ? static_cast<double>(engine->stats().max_rows) : 0.0;
+  });
+  LogInfo("batching", {{"max_batch", options_.max_batch},
+                       {"prefill_chunk", options_.prefill_chunk},
+                       {"kv_budget_bytes", budget_bytes},
+                       {"kv_bytes_per_token", PeakKvBytes(*model_, 1, 0)},
+                       {"workers", options_.workers}});
+  return batching;
 }
 
 // Hands the serving objects to the Asio side (its handlers run there; post orders the writes).
@@ -405,9 +469,17 @@ void Daemon::StopOperations() {
 // Stops the serving objects in the reverse order of their start; the front end's destructor
 // cancels what it still holds.
 void Daemon::StopServing() {
+  for (const char* name :
+       {"sift_requests_waiting", "sift_requests_in_pipeline", "sift_kv_budget_bytes",
+        "sift_kv_reserved_bytes", "sift_kv_usage_ratio", "sift_requests_waiting_kv",
+        "sift_batch_decoding", "sift_batch_steps", "sift_batch_max_rows"}) {
+    metrics_.DeclareGauge(name, "Detached (serving stopped).");
+  }
   openai_.reset();
   front_end_.reset();
   backend_.reset();
+  engine_.reset();
+  kv_budget_.reset();
   catalog_.reset();
   model_.reset();
 }

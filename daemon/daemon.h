@@ -31,16 +31,18 @@
 #include <thread>
 
 #include "daemon/curve.h"
+#include "daemon/kv_budget.h"
 #include "daemon/metrics.h"
 #include "daemon/openai_server.h"
 #include "daemon/ops_http.h"
 #include "daemon/options.h"
+#include "daemon/request_runner.h"
+#include "sift/batch_engine.h"
 #include "sift/model.h"
 
 namespace sift::daemon {
 
 class Catalog;
-class CatalogBackend;
 class FrontEnd;
 
 // Loads --model with --dtype, --weights, --device and --threads, refuses a model without a
@@ -74,6 +76,8 @@ class Daemon {
   bool StartOperations();
   bool LoadModelAndCatalog();
   bool StartFrontEnds();
+  // The batch loop (unless --max-batch 0) and the KV budget, with their /metrics gauges.
+  Batching StartBatching();
   void Publish();
   void AnnounceReady();
   bool Fail();  // stops what Start started, sets exit code 1
@@ -117,6 +121,8 @@ class Daemon {
   // Serving, in the order they start (and the reverse of the order they stop).
   std::shared_ptr<const Model> model_;
   std::unique_ptr<Catalog> catalog_;
+  std::unique_ptr<KvBudget> kv_budget_;
+  std::unique_ptr<BatchEngine> engine_;  // null with --max-batch 0
   std::unique_ptr<CatalogBackend> backend_;
   std::unique_ptr<FrontEnd> front_end_;
   std::unique_ptr<OpenAiServer> openai_;

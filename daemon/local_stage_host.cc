@@ -8,15 +8,47 @@
 namespace sift::daemon {
 namespace {
 
-HopServer::Reply RunLocalJob(HopMessage& request, StageContext& context) {
+// The context a local stage sees: the request's own (or the hop relay), plus the batch engine's
+// services when there is one.
+class LocalContext final : public StageContext {
+ public:
+  LocalContext(StageContext& inner, const LocalHopJob& job) : inner_(inner), job_(job) {}
+  bool Cancelled() const override { return inner_.Cancelled(); }
+  Status CancelStatus() const override { return inner_.CancelStatus(); }
+  void Progress(const std::string& what, int64_t done, int64_t total) override {
+    inner_.Progress(what, done, total);
+  }
+  bool Emit(const std::string& text, TokenId token) override { return inner_.Emit(text, token); }
+  BatchDecoder* batch_decoder() override {
+    return job_.kind == StageKind::kDecode ? job_.decoder : nullptr;
+  }
+  void Yield() override {
+    if (job_.engine != nullptr) job_.engine->Yield();
+  }
+  int64_t slice_tokens() const override { return job_.engine != nullptr ? job_.slice_tokens : 0; }
+
+ private:
+  StageContext& inner_;
+  const LocalHopJob& job_;
+};
+
+HopServer::Reply RunLocalJob(HopMessage& request, StageContext& relay) {
   LocalHopJob* job = nullptr;
   if (request.payload.size() != 1 || request.payload[0].size() != sizeof(job)) {
     return HopServer::Reply(
         Status(StatusCode::kInternal, "bad_local_hop", "a local hop carries one handle"));
   }
   std::memcpy(&job, request.payload[0].data(), sizeof(job));
-  at::ThreadLocalStateGuard guard(job->thread_state);
-  return HopServer::Reply(job->stage->Run(*job->model, *job->state, context));
+  LocalContext context(job->direct != nullptr ? *job->direct : relay, *job);
+  auto run = [&] {
+    at::ThreadLocalStateGuard guard(job->thread_state);
+    return job->stage->Run(*job->model, *job->state, context);
+  };
+  if (job->engine == nullptr || job->kind == StageKind::kDecode) return HopServer::Reply(run());
+  // Everything but decode runs on the engine's loop, between its decode steps.
+  Status status;
+  job->engine->RunExclusive([&] { status = run(); });
+  return HopServer::Reply(status);
 }
 
 }  // namespace

@@ -3,6 +3,7 @@
 #include <boost/program_options.hpp>
 #include <fstream>
 
+#include "daemon/kv_budget.h"
 #include "tools/common/command_line.h"
 
 namespace sift::daemon {
@@ -62,7 +63,9 @@ po::options_description ServingOptions(DaemonOptions* o) {
       "client endpoint (repeatable; default tcp://127.0.0.1:7700; port * = any free port)")(
       "http", po::value(&o->http)->default_value(o->http),
       "operations HTTP host:port on loopback (/health, /metrics); 'off' disables")(
-      "workers", po::value(&o->workers)->default_value(o->workers), "inference worker threads")(
+      "workers", po::value(&o->workers)->default_value(o->workers),
+      "requests in flight at once (each holds a worker thread; with batching their compute "
+      "shares the one batch loop, without it each worker computes on its own)")(
       "queue-size", po::value(&o->queue_size)->default_value(o->queue_size),
       "admission queue length; beyond it requests get RESOURCE_EXHAUSTED")(
       "heartbeat-ms", po::value(&o->heartbeat_ms)->default_value(o->heartbeat_ms),
@@ -88,6 +91,20 @@ po::options_description ServingOptions(DaemonOptions* o) {
       po::value(&o->preflight_timeout_ms)->default_value(o->preflight_timeout_ms),
       "how long a plugin file may take to load in the pre-flight child");
   return serving;
+}
+
+// Continuous batching and admission by KV memory.
+po::options_description BatchingOptions(DaemonOptions* o) {
+  po::options_description batching("Batching (docs/operations.md#batching)");
+  batching.add_options()(
+      "max-batch", po::value(&o->max_batch)->default_value(o->max_batch),
+      "decode rows per step of the batch loop (0 = no batching: each worker runs its request "
+      "alone)")("prefill-chunk", po::value(&o->prefill_chunk)->default_value(o->prefill_chunk),
+                "prompt tokens a prefill computes between two decode steps (0 = the whole prompt)")(
+      "kv-budget", po::value(&o->kv_budget)->default_value(o->kv_budget),
+      "KV-cache memory requests reserve before they run: bytes with K/M/G/T, or a percentage "
+      "of the machine's memory; a request waits while its KV does not fit");
+  return batching;
 }
 
 // CURVE on the client port.
@@ -123,6 +140,11 @@ po::options_description OpenAiOptions(DaemonOptions* o) {
 // The ranges the values must lie in; "" when they do.
 std::string Validate(const DaemonOptions& o) {
   if (o.workers < 1 || o.workers > 256) return "--workers must be in [1, 256]";
+  if (o.max_batch < 0 || o.max_batch > 4096) return "--max-batch must be in [0, 4096]";
+  if (o.prefill_chunk < 0) return "--prefill-chunk must be >= 0";
+  int64_t kv_bytes = 0;
+  std::string kv_error;
+  if (!ParseKvBudget(o.kv_budget, PhysicalMemoryBytes(), &kv_bytes, &kv_error)) return kv_error;
   if (o.queue_size < 1 || o.queue_size > 1000000) {
     return "--queue-size must be in [1, 1000000]";
   }
@@ -182,8 +204,8 @@ ParseResult ParseOptions(int argc, const char* const* argv, DaemonOptions* o,
                                       "Serves an LLM through pipelines of compression stages "
                                       "(docs/operations.md).");
   for (const po::options_description& group :
-       {GeneralOptions(o), ModelOptions(o), ServingOptions(o), SecurityOptions(o),
-        OpenAiOptions(o)}) {
+       {GeneralOptions(o), ModelOptions(o), ServingOptions(o), BatchingOptions(o),
+        SecurityOptions(o), OpenAiOptions(o)}) {
     command_line.AddGroup(group);
   }
   po::variables_map vm;

@@ -34,8 +34,12 @@ struct DaemonOptions {
   // Serving.
   std::vector<std::string> bind = {"tcp://127.0.0.1:7700"};
   std::string http = "127.0.0.1:7701";  // "" or "off" disables the operations port
-  int workers = 1;
+  int workers = 64;  // requests in flight at once (batched); beyond them they queue
   int64_t queue_size = 64;
+  // Continuous batching (docs/operations.md#batching).
+  int64_t max_batch = 64;         // rows per decode step; 0 = no batching (a request per worker)
+  int64_t prefill_chunk = 512;    // prompt tokens per prefill slice between decode steps; 0 = whole
+  std::string kv_budget = "50%";  // KV memory for admission: bytes (K/M/G/T) or % of memory
   int heartbeat_ms = 1000;
   int rescan_ms = 1000;  // 0: rescan only on SIGHUP
   int drain_timeout_ms = 30000;

@@ -50,8 +50,13 @@ Status CheckOverrideKeys(const std::string& pipeline, const std::vector<Resolved
 }
 
 Status RunLocal(const ResolvedStage& stage, Stage& instance, const Model& model,
-                RequestState& state, StageContext& context) {
+                RequestState& state, StageContext& context, const LocalExecution& local) {
   LocalHopJob job{&instance, &model, &state, at::ThreadLocalState()};
+  job.direct = local.direct ? &context : nullptr;
+  job.kind = stage.plugin->kind();
+  job.engine = local.engine;
+  job.decoder = local.decoder != nullptr ? local.decoder : local.engine;
+  job.slice_tokens = local.slice_tokens;
   const LocalHopJob* handle = &job;
   std::vector<zmq::message_t> payload;
   payload.emplace_back(&handle, sizeof(handle));
@@ -109,7 +114,8 @@ json ModelSignature(const Model& model) {
 
 Status RunPipeline(const std::string& pipeline, const std::vector<ResolvedStage>& stages,
                    const Model& model, RequestState& state, const json& overrides,
-                   StageContext& context, const HopTimeouts& timeouts) {
+                   StageContext& context, const HopTimeouts& timeouts,
+                   const LocalExecution& local) {
   SIFT_RETURN_IF_ERROR(CheckOverrideKeys(pipeline, stages, overrides));
   std::vector<StageHandle> instances;
   std::vector<json> params;
@@ -136,7 +142,7 @@ Status RunPipeline(const std::string& pipeline, const std::vector<ResolvedStage>
     if (context.Cancelled()) return context.CancelStatus();
     const auto start = std::chrono::steady_clock::now();
     const Status status = stage.config.endpoint.empty()
-                              ? RunLocal(stage, *instances[i], model, state, context)
+                              ? RunLocal(stage, *instances[i], model, state, context, local)
                               : RunRemote(stage, params[i], model, state, context, timeouts);
     RecordStageCost(
         state, stage.config.label, stage.plugin->id(), stage.plugin->kind(),

@@ -28,13 +28,26 @@
 
 #include "daemon/hop_client.h"
 #include "daemon/pipeline_config.h"
+#include "sift/batch_engine.h"
 #include "sift/stage.h"
 
 namespace sift::daemon {
 
+// How in-process stages run (local_stage_host.h). Default: each on a hop executor thread,
+// talking to the request's context through hop messages. With `direct`, they call the request's
+// context themselves; with an engine, decode stages join its batch through `decoder` (the engine
+// itself when null) and the other stages run on its loop between decode steps.
+struct LocalExecution {
+  bool direct = false;
+  BatchEngine* engine = nullptr;
+  BatchDecoder* decoder = nullptr;
+  int64_t slice_tokens = 0;
+};
+
 Status RunPipeline(const std::string& pipeline, const std::vector<ResolvedStage>& stages,
                    const Model& model, RequestState& state, const nlohmann::json& overrides,
-                   StageContext& context, const HopTimeouts& timeouts = {});
+                   StageContext& context, const HopTimeouts& timeouts = {},
+                   const LocalExecution& local = {});
 
 // What a worker checks before running a stage for a caller: the same architecture shapes.
 nlohmann::json ModelSignature(const Model& model);

@@ -1,6 +1,8 @@
 #include "daemon/request_runner.h"
 
 #include <new>
+#include <optional>
+#include <string>
 
 #include "daemon/log.h"
 #include "daemon/request_context.h"
@@ -50,6 +52,27 @@ FinalReport MakeReport(const LiveRequest& request, const RequestState& state,
   return r;
 }
 
+// The batch as one request's decode stage sees it: before handing the request to the engine,
+// its KV reservation shrinks from the peak to what it will hold from now on.
+class ReservingDecoder final : public BatchDecoder {
+ public:
+  ReservingDecoder(BatchEngine& engine, KvReservation& reservation)
+      : engine_(engine), reservation_(reservation) {}
+  GenerationResult Decode(const Model& model, KvCache& cache, const at::Tensor& first_logits,
+                          int64_t next_position, const GenerationOptions& options,
+                          const StreamCallback& on_piece) override {
+    const int64_t growth =
+        options.max_tokens * cache.num_layers() * KvCache::EntryBytes(model.CacheShape());
+    const int64_t holds = cache.Bytes() + growth;
+    if (holds < reservation_.bytes()) reservation_.Resize(holds);
+    return engine_.Decode(model, cache, first_logits, next_position, options, on_piece);
+  }
+
+ private:
+  BatchEngine& engine_;
+  KvReservation& reservation_;
+};
+
 json PartialDetails(const RequestContext& context, const char* stage) {
   json d = {{"stage", stage}, {"completion_tokens", context.tokens_emitted()}};
   if (!context.text().empty()) d["partial_text"] = context.text();
@@ -58,9 +81,14 @@ json PartialDetails(const RequestContext& context, const char* stage) {
 
 }  // namespace
 
+int64_t PeakKvBytes(const Model& model, int64_t prompt_tokens, int64_t max_tokens) {
+  return (prompt_tokens + max_tokens) * model.config().num_layers *
+         KvCache::EntryBytes(model.CacheShape());
+}
+
 CatalogBackend::CatalogBackend(std::shared_ptr<const Model> model, Catalog& catalog,
-                               BuildOptions options)
-    : model_(std::move(model)), catalog_(catalog), options_(options) {}
+                               BuildOptions options, Batching batching)
+    : model_(std::move(model)), catalog_(catalog), options_(options), batching_(batching) {}
 
 std::shared_ptr<const void> CatalogBackend::FindPipeline(const std::string& name,
                                                          uint64_t* generation) {
@@ -104,7 +132,7 @@ json CatalogBackend::Describe() {
 }
 
 void CatalogBackend::Execute(const std::shared_ptr<LiveRequest>& request, ReplySink& sink) {
-  const auto started = Clock::now();
+  auto started = Clock::now();
   const GenerateRequest& g = request->request;
   RequestContext context(request, sink);
   if (request->Cancelled()) {
@@ -123,8 +151,47 @@ void CatalogBackend::Execute(const std::shared_ptr<LiveRequest>& request, ReplyS
     sink.SendTerminal(request, Terminal::Error(g.id, status, details));
     return;
   }
+  KvReservation reservation;
+  if (batching_.budget != nullptr) {
+    const int64_t peak = PeakKvBytes(*model_, state.prompt_length, state.generation.max_tokens);
+    switch (batching_.budget->Reserve(peak, [&] { return request->Cancelled(); })) {
+      case KvBudget::Outcome::kReserved:
+        reservation = KvReservation(batching_.budget, peak);
+        break;
+      case KvBudget::Outcome::kNeverFits:
+        sink.SendTerminal(
+            request,
+            Terminal::Error(
+                g.id,
+                Status(StatusCode::kResourceExhausted, "kv_budget",
+                       "the request needs " + std::to_string(peak >> 20) + " MiB of KV cache (" +
+                           std::to_string(state.prompt_length) + " prompt tokens + max_tokens " +
+                           std::to_string(state.generation.max_tokens) +
+                           "), more than the whole KV budget of " +
+                           std::to_string(batching_.budget->capacity() >> 20) +
+                           " MiB (--kv-budget)"),
+                {{"kv_bytes", peak}, {"kv_budget", batching_.budget->capacity()}}));
+        return;
+      case KvBudget::Outcome::kCancelled:
+        sink.SendTerminal(request,
+                          Terminal::Error(g.id, request->CancelStatus(), {{"stage", "queued"}}));
+        return;
+    }
+  }
+  started = Clock::now();  // the queue time includes the wait for KV budget
+  std::optional<ReservingDecoder> decoder;
+  LocalExecution local;
+  local.direct = true;
+  if (batching_.engine != nullptr) {
+    local.engine = batching_.engine;
+    local.slice_tokens = batching_.slice_tokens;
+    if (batching_.budget != nullptr) {
+      decoder.emplace(*batching_.engine, reservation);
+      local.decoder = &*decoder;
+    }
+  }
   try {
-    status = pipeline.Run(*model_, state, g.params, context);
+    status = pipeline.Run(*model_, state, g.params, context, local);
   } catch (const std::bad_alloc&) {
     status = Status(StatusCode::kResourceExhausted, "out_of_memory",
                     "out of memory while running the pipeline");

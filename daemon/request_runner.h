@@ -4,13 +4,20 @@
 //
 // Cost (tokens and KV bytes kept, prefill and decode time, per-stage times) comes from
 // sift::MakeCostReport (sift/cost_report.h), the function sift-bench's in-process rows use too.
-// Timings (all from the daemon's monotonic clock, in ms): queue = arrival -> a worker starts
-// it; ttft = arrival -> first generated token; prefill = the stages before decode; decode =
+// Timings (all from the daemon's monotonic clock, in ms): queue = arrival -> its pipeline starts
+// (the admission queue, then the wait for KV budget); ttft = arrival -> first generated token; prefill = the stages before decode; decode =
 // generating after the first token (the decode stage's time if it did not say); e2e = arrival
 // -> final.
 //
+// Batching (Batching below; siftd's default): in-process stages talk to the request's context
+// directly, decode joins the shared BatchEngine's batch and every other stage runs on the
+// engine's loop between decode steps. Admission by KV memory: before its pipeline runs, a request
+// reserves its peak KV bytes in the KvBudget (kv_budget.h) and waits while they do not fit; one
+// that can never fit fails at once with RESOURCE_EXHAUSTED / kv_budget. When it joins the decode
+// batch the reservation shrinks to the cache its pipeline left plus max_tokens more entries.
+//
 // THREADING: FindPipeline/List/Describe on the I/O thread, Execute on workers (concurrently);
-//            the model and catalog are thread-safe.
+//            the model, catalog, engine and budget are thread-safe.
 // ERRORS:    every failure becomes the request's terminal error: the builder's and the
 //            pipeline's Status as they are, cancellation as CANCELLED / DEADLINE_EXCEEDED /
 //            UNAVAILABLE, exceptions as INTERNAL (bad_alloc as RESOURCE_EXHAUSTED).
@@ -23,14 +30,27 @@
 
 #include "daemon/backend.h"
 #include "daemon/catalog.h"
+#include "daemon/kv_budget.h"
 #include "daemon/request_builder.h"
+#include "sift/batch_engine.h"
 #include "sift/model.h"
 
 namespace sift::daemon {
 
+// What the daemon shares between requests for continuous batching (all optional).
+struct Batching {
+  BatchEngine* engine = nullptr;  // null: each request decodes on its own worker (--max-batch 0)
+  KvBudget* budget = nullptr;     // null: no admission by KV memory
+  int64_t slice_tokens = 0;       // prompt tokens per prefill slice between decode steps
+};
+
+// KV bytes a request reserves at admission: the whole prompt plus max_tokens, every layer.
+int64_t PeakKvBytes(const Model& model, int64_t prompt_tokens, int64_t max_tokens);
+
 class CatalogBackend final : public Backend {
  public:
-  CatalogBackend(std::shared_ptr<const Model> model, Catalog& catalog, BuildOptions options);
+  CatalogBackend(std::shared_ptr<const Model> model, Catalog& catalog, BuildOptions options,
+                 Batching batching = {});
 
   std::shared_ptr<const void> FindPipeline(const std::string& name, uint64_t* generation) override;
   nlohmann::json List() override;
@@ -44,6 +64,7 @@ class CatalogBackend final : public Backend {
   std::shared_ptr<const Model> model_;
   Catalog& catalog_;
   BuildOptions options_;
+  Batching batching_;
 };
 
 }  // namespace sift::daemon

@@ -25,7 +25,7 @@ void Scheduler::Start() {
 int64_t Scheduler::Push(std::shared_ptr<LiveRequest> request) {
   int64_t position = 0;
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(mu_);
     if (stopping_ || static_cast<int64_t>(queue_.size()) >= queue_size_) return 0;
     queue_.push_back(std::move(request));
     position = static_cast<int64_t>(queue_.size());
@@ -35,7 +35,7 @@ int64_t Scheduler::Push(std::shared_ptr<LiveRequest> request) {
 }
 
 bool Scheduler::Remove(const std::shared_ptr<LiveRequest>& request) {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(mu_);
   auto it = std::find(queue_.begin(), queue_.end(), request);
   if (it == queue_.end()) return false;
   queue_.erase(it);
@@ -45,7 +45,7 @@ bool Scheduler::Remove(const std::shared_ptr<LiveRequest>& request) {
 std::vector<std::shared_ptr<LiveRequest>> Scheduler::Stop() {
   std::vector<std::shared_ptr<LiveRequest>> left;
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(mu_);
     stopping_ = true;
     left.assign(queue_.begin(), queue_.end());
     queue_.clear();
@@ -59,7 +59,7 @@ std::vector<std::shared_ptr<LiveRequest>> Scheduler::Stop() {
 }
 
 int64_t Scheduler::queued() const {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(mu_);
   return static_cast<int64_t>(queue_.size());
 }
 
@@ -67,8 +67,8 @@ void Scheduler::WorkerLoop(int index) {
   for (;;) {
     std::shared_ptr<LiveRequest> request;
     {
-      std::unique_lock<std::mutex> lock(mu_);
-      cv_.wait(lock, [&] { return stopping_ || !queue_.empty(); });
+      MutexLock lock(mu_);
+      while (!stopping_ && queue_.empty()) cv_.wait(mu_);
       if (queue_.empty()) return;  // stopping
       request = std::move(queue_.front());
       queue_.pop_front();

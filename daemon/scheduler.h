@@ -13,16 +13,17 @@
 #ifndef SIFT_DAEMON_SCHEDULER_H_
 #define SIFT_DAEMON_SCHEDULER_H_
 
+#include <atomic>
 #include <condition_variable>
 #include <cstdint>
 #include <deque>
 #include <memory>
-#include <mutex>
 #include <thread>
 #include <vector>
 
 #include "daemon/backend.h"
 #include "daemon/live_request.h"
+#include "sift/thread_annotations.h"
 
 namespace sift::daemon {
 
@@ -54,10 +55,10 @@ class Scheduler {
   ReplySink& sink_;
   const int num_workers_;
   const int64_t queue_size_;
-  mutable std::mutex mu_;
-  std::condition_variable cv_;
-  std::deque<std::shared_ptr<LiveRequest>> queue_;  // guarded by mu_
-  bool stopping_ = false;                           // guarded by mu_
+  mutable Mutex mu_;
+  std::condition_variable_any cv_;
+  std::deque<std::shared_ptr<LiveRequest>> queue_ SIFT_GUARDED_BY(mu_);
+  bool stopping_ SIFT_GUARDED_BY(mu_) = false;
   std::atomic<int64_t> running_{0};
   std::vector<std::thread> threads_;
 };

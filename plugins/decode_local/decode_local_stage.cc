@@ -2,6 +2,7 @@
 
 #include <string>
 
+#include "sift/batch_engine.h"
 #include "sift/generate.h"
 
 namespace sift::plugins {
@@ -24,8 +25,13 @@ Status DecodeLocalStage::Run(const Model& model, RequestState& state, StageConte
     if (!context.Emit(piece, token)) client_gone = true;
     return !client_gone;
   };
-  state.result = Generate(model, *state.cache, state.last_logits, state.next_position,
-                          state.generation, on_piece);
+  if (BatchDecoder* batch = context.batch_decoder()) {
+    state.result = batch->Decode(model, *state.cache, state.last_logits, state.next_position,
+                                 state.generation, on_piece);
+  } else {
+    state.result = Generate(model, *state.cache, state.last_logits, state.next_position,
+                            state.generation, on_piece);
+  }
   if (context.Cancelled()) return context.CancelStatus();
   if (client_gone) {
     return Status(StatusCode::kCancelled, "client_gone", "the client stopped receiving text");

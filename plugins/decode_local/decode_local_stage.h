@@ -1,8 +1,10 @@
 // DecodeLocalStage: generates the answer in this process from the prefilled (possibly
 // compressed) cache, streaming text to the client as it is produced.
 //
-// Runs sift::Generate from state.last_logits at state.next_position with state.generation
-// (sampling, limits, stop strings and tokens). Every non-empty piece of safe text goes to
+// Generates from state.last_logits at state.next_position with state.generation (sampling,
+// limits, stop strings and tokens): in the host's shared decode batch when the context offers
+// one (StageContext::batch_decoder(): siftd's continuous batching), else with sift::Generate on
+// its own thread. Every non-empty piece of safe text goes to
 // context.Emit; generation stops early when Emit returns false (client gone) or the request is
 // cancelled. state.result gets the tokens, text, finish reason and decode time also when
 // stopped early.

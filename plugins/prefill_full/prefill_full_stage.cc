@@ -71,7 +71,10 @@ Status PrefillFullStage::Run(const Model& model, RequestState& state, StageConte
   // Sized once for the prompt and the answer: decode appends into free slots.
   cache->set_headroom(state.generation.max_tokens);
   for (int64_t l = 0; l < layers; ++l) cache->Reserve(l, n);
-  const int64_t chunk = chunk_size_ > 0 ? std::min(chunk_size_, n) : n;
+  // The pipeline's chunk_size, else the host's slice (chunks attend to the cache the earlier ones
+  // filled, so the result is the same), else the whole prompt at once.
+  const int64_t size = chunk_size_ > 0 ? chunk_size_ : context.slice_tokens();
+  const int64_t chunk = size > 0 ? std::min(size, n) : n;
   const int64_t chunks = (n + chunk - 1) / chunk;
   const int64_t total_steps = layers * chunks;
 
@@ -93,6 +96,7 @@ Status PrefillFullStage::Run(const Model& model, RequestState& state, StageConte
   at::Tensor logits;
   try {
     for (; c0 < n; c0 = c1, ++chunk_index) {
+      if (c0 > 0) context.Yield();  // other requests' decode steps may run between chunks
       c1 = std::min(n, c0 + chunk);
       std::vector<TokenId> ids(state.tokens.begin() + c0, state.tokens.begin() + c1);
       logits = model.Forward(ids, c0, *cache, options);

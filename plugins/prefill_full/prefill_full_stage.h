@@ -6,11 +6,14 @@
 // over with last_logits (RequestState::AdoptPrefill: next_position = n, kept indices dropped).
 //
 // Parameters (pipeline TOML or per-request overrides; a request may set only the capped range):
-//   chunk_size  int >= 0, default 0     rows per forward chunk; 0 = the whole prompt at once
-//                                       (request: 0 or >= 64)
+//   chunk_size  int >= 0, default 0     rows per forward chunk; 0 = the host's slice
+//                                       (StageContext::slice_tokens(), siftd's
+//                                       --prefill-chunk), or the whole prompt at once when it has
+//                                       none (request: 0 or >= 64)
 //   block_size  int in [1, 65536], 256  attention query block size (memory vs speed)
 //                                       (request: >= 64)
 //
+// Between chunks it calls context.Yield(), so siftd runs the other requests' decode steps there.
 // Cancellation is checked before every layer of every chunk; progress is reported per layer as
 // ("prefill", layers done, layers × chunks).
 //

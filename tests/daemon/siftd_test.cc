@@ -26,6 +26,7 @@
 #include <gtest/gtest.h>
 
 #include "client.h"
+#include "support/http_get.h"
 #include "support/siftd_process.h"
 
 namespace {
@@ -36,32 +37,8 @@ using Clock = std::chrono::steady_clock;
 using sift::client::SiftClient;
 
 using Daemon = sift::testing::SiftdProcess;
+using sift::testing::HttpGet;
 using sift::testing::ReadAll;
-
-// GET over a plain socket: returns "STATUS\nBODY".
-std::string HttpGet(const std::string& host_port, const std::string& path) {
-  const size_t colon = host_port.rfind(':');
-  sockaddr_in addr{};
-  addr.sin_family = AF_INET;
-  addr.sin_port = htons(static_cast<uint16_t>(std::stoi(host_port.substr(colon + 1))));
-  ::inet_pton(AF_INET, host_port.substr(0, colon).c_str(), &addr.sin_addr);
-  const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
-  if (::connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) != 0) {
-    ::close(fd);
-    return "connect failed";
-  }
-  const std::string req = "GET " + path + " HTTP/1.1\r\nHost: x\r\n\r\n";
-  if (::write(fd, req.data(), req.size()) < 0) return "write failed";
-  std::string resp;
-  char buf[4096];
-  ssize_t n;
-  while ((n = ::read(fd, buf, sizeof(buf))) > 0) resp.append(buf, n);
-  ::close(fd);
-  const size_t sp = resp.find(' ');
-  const size_t body = resp.find("\r\n\r\n");
-  if (sp == std::string::npos || body == std::string::npos) return "bad response";
-  return resp.substr(sp + 1, 3) + "\n" + resp.substr(body + 4);
-}
 
 std::string RunCommand(const std::string& cmd, int* status) {
   std::string out;

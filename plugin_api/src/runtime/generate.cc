@@ -38,77 +38,113 @@ const char* FinishReasonName(FinishReason reason) {
   return "unknown";
 }
 
+Generation::Generation(const Model& model, const GenerationOptions& options, int64_t next_position)
+    : model_(model),
+      options_(options),
+      sampler_(options.sampling),
+      detok_(model.tokenizer(), /*skip_special=*/true),
+      position_(next_position),
+      start_(std::chrono::steady_clock::now()) {
+  for (const std::string& s : options.stop_strings) {
+    SIFT_CHECK(!s.empty(), "Generate: empty stop string");
+  }
+}
+
+std::string Generation::TakePiece(size_t upto) {
+  std::string piece = text_.substr(emitted_, upto - emitted_);
+  emitted_ = upto;
+  return piece;
+}
+
+GenerationStep Generation::Next(const at::Tensor& logits) {
+  GenerationStep step;
+  if (done_) return step;
+  if (static_cast<int64_t>(result_.tokens.size()) >= options_.max_tokens) {
+    done_ = true;  // max_tokens = 0: nothing to sample
+    return step;
+  }
+  const Tokenizer& tok = model_.tokenizer();
+  const TokenId token = sampler_.Sample(logits);
+  const bool is_stop_token = std::find(options_.stop_tokens.begin(), options_.stop_tokens.end(),
+                                       token) != options_.stop_tokens.end();
+  if (is_stop_token || (!options_.ignore_eog && tok.IsEog(token))) {
+    result_.finish = FinishReason::kStop;
+    done_ = true;
+    return step;
+  }
+  result_.tokens.push_back(token);
+  text_ += detok_.Push(token);
+  step.token = token;
+  step.emit = true;
+
+  // Stop strings: cut at the first occurrence, which may span earlier pieces' held-back text.
+  size_t cut = std::string::npos;
+  for (const std::string& s : options_.stop_strings) {
+    size_t at = text_.find(s, emitted_ > s.size() ? emitted_ - s.size() : 0);
+    if (at != std::string::npos) cut = std::min(cut, at);
+  }
+  if (cut != std::string::npos) {
+    text_.resize(cut);
+    step.piece = TakePiece(std::max(cut, emitted_));
+    step.cut = true;
+    result_.finish = FinishReason::kStop;
+    stopped_by_string_ = true;
+    done_ = true;
+    return step;
+  }
+  const size_t safe = text_.size() - HeldBackLength(text_, options_.stop_strings);
+  step.piece = TakePiece(std::max(safe, emitted_));
+  if (static_cast<int64_t>(result_.tokens.size()) >= options_.max_tokens) {
+    done_ = true;
+  } else if (position_ >= model_.config().context_length) {
+    result_.finish = FinishReason::kContextFull;
+    done_ = true;
+  } else {
+    step.feed = true;
+    step.position = position_++;
+  }
+  return step;
+}
+
+void Generation::Cancel() {
+  result_.finish = FinishReason::kCancelled;
+  done_ = true;
+}
+
+std::optional<std::string> Generation::Flush() {
+  if (stopped_by_string_ || result_.finish == FinishReason::kCancelled) return std::nullopt;
+  text_ += detok_.Flush();
+  return TakePiece(text_.size());
+}
+
+GenerationResult Generation::TakeResult() {
+  result_.text = text_;
+  result_.decode_ms =
+      std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start_).count();
+  return std::move(result_);
+}
+
 GenerationResult Generate(const Model& model, KvCache& cache, const at::Tensor& first_logits,
                           int64_t next_position, const GenerationOptions& options,
                           const StreamCallback& on_piece) {
   SIFT_CHECK(model.has_tokenizer(), "Generate: the model has no tokenizer");
-  const Tokenizer& tok = model.tokenizer();
-  for (const std::string& s : options.stop_strings) {
-    SIFT_CHECK(!s.empty(), "Generate: empty stop string");
-  }
-  GenerationResult result;
-  Sampler sampler(options.sampling);
-  StreamingDetokenizer detok(tok, /*skip_special=*/true);
-  std::string text;    // everything decoded so far
-  size_t emitted = 0;  // bytes of `text` already handed to the callback
-  at::Tensor logits = first_logits;
-  int64_t position = next_position;
+  Generation generation(model, options, next_position);
   // Room for every token this call may append, so decode steps never reallocate the cache.
   for (int64_t l = 0; l < cache.num_layers(); ++l) cache.Reserve(l, options.max_tokens);
-  bool stopped_by_string = false;
-  const auto start = std::chrono::steady_clock::now();
-
-  auto emit = [&](size_t upto, TokenId token) {
-    std::string piece = text.substr(emitted, upto - emitted);
-    emitted = upto;
-    return on_piece ? on_piece(piece, token) : true;
-  };
-
-  while (static_cast<int64_t>(result.tokens.size()) < options.max_tokens) {
-    const TokenId token = sampler.Sample(logits);
-    const bool is_stop_token = std::find(options.stop_tokens.begin(), options.stop_tokens.end(),
-                                         token) != options.stop_tokens.end();
-    if (is_stop_token || (!options.ignore_eog && tok.IsEog(token))) {
-      result.finish = FinishReason::kStop;
+  at::Tensor logits = first_logits;
+  while (!generation.done()) {
+    GenerationStep step = generation.Next(logits);
+    if (step.emit && on_piece && !on_piece(step.piece, step.token) && !step.cut) {
+      generation.Cancel();
       break;
     }
-    result.tokens.push_back(token);
-    text += detok.Push(token);
-
-    // Stop strings: cut at the first occurrence, which may span earlier pieces' held-back text.
-    size_t cut = std::string::npos;
-    for (const std::string& s : options.stop_strings) {
-      size_t at = text.find(s, emitted > s.size() ? emitted - s.size() : 0);
-      if (at != std::string::npos) cut = std::min(cut, at);
-    }
-    if (cut != std::string::npos) {
-      text.resize(cut);
-      emit(std::max(cut, emitted), token);
-      result.finish = FinishReason::kStop;
-      stopped_by_string = true;
-      break;
-    }
-    const size_t safe = text.size() - HeldBackLength(text, options.stop_strings);
-    if (!emit(std::max(safe, emitted), token)) {
-      result.finish = FinishReason::kCancelled;
-      break;
-    }
-    if (static_cast<int64_t>(result.tokens.size()) >= options.max_tokens) break;
-    if (position >= model.config().context_length) {
-      result.finish = FinishReason::kContextFull;
-      break;
-    }
-    logits = model.Forward({token}, position, cache);
-    ++position;
+    if (!step.feed) break;
+    logits = model.Forward({step.token}, step.position, cache);
   }
-  if (!stopped_by_string && result.finish != FinishReason::kCancelled) {
-    text += detok.Flush();
-    emit(text.size(), -1);
+  if (std::optional<std::string> rest = generation.Flush(); rest && on_piece) {
+    on_piece(*rest, -1);
   }
-  result.text = text;
-  result.decode_ms =
-      std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
-  return result;
+  return generation.TakeResult();
 }
 
 }  // namespace sift

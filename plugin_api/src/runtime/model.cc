@@ -280,15 +280,25 @@ at::Tensor Model::ApplyRope(const at::Tensor& x, const at::Tensor& positions) co
 }
 
 at::Tensor Model::OutputProjection(int64_t layer, const at::Tensor& attn) const {
+  return OutputProjectionRows(layer, attn, /*decode_rows=*/false);
+}
+
+at::Tensor Model::OutputProjectionRows(int64_t layer, const at::Tensor& attn,
+                                       bool decode_rows) const {
   const QuantizedLayer* ql = Quantized(layer);
-  return AsType(Linear(attn.reshape({attn.size(0), -1}), weights_.layers.at(layer).wo, {},
-                       ql ? &ql->wo : nullptr),
+  return AsType(LinearRows(attn.reshape({attn.size(0), -1}), weights_.layers.at(layer).wo, {},
+                           ql ? &ql->wo : nullptr, decode_rows),
                 at::kFloat);
 }
 
 at::Tensor Model::Ffn(int64_t layer, const at::Tensor& h) const {
+  return FfnRows(layer, h, /*decode_rows=*/false);
+}
+
+at::Tensor Model::FfnRows(int64_t layer, const at::Tensor& h, bool decode_rows) const {
   const QuantizedLayer* ql = Quantized(layer);
-  at::Tensor gate_up = Linear(h, w_gate_up_.at(layer), {}, ql ? &ql->gate_up : nullptr);
+  at::Tensor gate_up =
+      LinearRows(h, w_gate_up_.at(layer), {}, ql ? &ql->gate_up : nullptr, decode_rows);
   const int64_t ff = config().intermediate_size;
   at::Tensor act;
   if (UseCpuKernels(gate_up)) {
@@ -299,7 +309,8 @@ at::Tensor Model::Ffn(int64_t layer, const at::Tensor& h) const {
   } else {
     act = at::silu(gate_up.narrow(1, 0, ff)).mul_(gate_up.narrow(1, ff, ff));
   }
-  return AsType(Linear(act, weights_.layers.at(layer).w_down, {}, ql ? &ql->w_down : nullptr),
+  return AsType(LinearRows(act, weights_.layers.at(layer).w_down, {}, ql ? &ql->w_down : nullptr,
+                           decode_rows),
                 at::kFloat);
 }
 
@@ -311,7 +322,12 @@ at::Tensor Model::Logits(const at::Tensor& x) const {
 
 at::Tensor Model::Linear(const at::Tensor& x_in, const at::Tensor& w, const at::Tensor& b,
                          const QuantizedMatrix* q) const {
-  if (q != nullptr && x_in.is_cpu() && x_in.size(0) <= options_.native_max_rows) {
+  return LinearRows(x_in, w, b, q, /*decode_rows=*/false);
+}
+
+at::Tensor Model::LinearRows(const at::Tensor& x_in, const at::Tensor& w, const at::Tensor& b,
+                             const QuantizedMatrix* q, bool decode_rows) const {
+  if (q != nullptr && x_in.is_cpu() && (decode_rows || x_in.size(0) <= options_.native_max_rows)) {
     at::Tensor y = q->MatMul(Contiguous(AsType(x_in, at::kFloat)));
     return b.defined() ? y.add_(b) : y;
   }
@@ -387,6 +403,62 @@ at::Tensor Model::RunLayers(int64_t begin, int64_t end, const at::Tensor& x,
     if (request.any() && options.hooks.on_stats) options.hooks.on_stats(l, std::move(stats));
   }
   return h;
+}
+
+at::Tensor Model::DecodeStep(const std::vector<TokenId>& ids, const std::vector<int64_t>& positions,
+                             const std::vector<KvCache*>& caches,
+                             const AttentionOptions& attention) const {
+  const int64_t n = static_cast<int64_t>(ids.size());
+  SIFT_CHECK(n > 0 && positions.size() == ids.size() && caches.size() == ids.size(),
+             "DecodeStep: ", ids.size(), " ids, ", positions.size(), " positions and ",
+             caches.size(), " caches (need the same number, at least one)");
+  const ModelConfig& c = config();
+  const int64_t hd = c.head_dim, nq = c.num_heads * hd, nkv = c.num_kv_heads * hd;
+  const at::Tensor pos = at::tensor(positions, at::kLong);  // host: positions
+  const RopeTables rope = Rope(pos);
+  at::Tensor x = Embed(at::tensor(std::vector<int64_t>(ids.begin(), ids.end()),
+                                  at::kLong));  // host: token ids
+  AttentionOptions attn_options = attention;
+  attn_options.upcast_fp32 = false;  // one query row per sequence
+  if (!options_.cpu_kernels) attn_options.kernel = AttentionKernel::kTorch;
+  for (int64_t layer = 0; layer < c.num_layers; ++layer) {
+    const QuantizedLayer* ql = Quantized(layer);
+    at::Tensor qkv = LinearRows(NormF32(x, weights_.layers.at(layer).attn_norm), w_qkv_.at(layer),
+                                b_qkv_.at(layer), ql ? &ql->qkv : nullptr, /*decode_rows=*/true);
+    qkv = Contiguous(AsType(qkv, at::kFloat));
+    if (UseCpuKernels(qkv)) {
+      float* data = qkv.data_ptr<float>();                  // host: CPU kernel
+      const float* cos_table = rope.cos.data_ptr<float>();  // host: CPU kernel
+      const float* sin_table = rope.sin.data_ptr<float>();  // host: CPU kernel
+      cpu::RopeInPlace(data, n, qkv.size(1), c.num_heads + c.num_kv_heads, hd, cos_table,
+                       sin_table);
+    } else {
+      qkv.narrow(1, 0, nq + nkv)
+          .copy_(ApplyRope(qkv.narrow(1, 0, nq + nkv).view({n, c.num_heads + c.num_kv_heads, hd}),
+                           rope)
+                     .view({n, nq + nkv}));
+    }
+    const at::Tensor q = qkv.narrow(1, 0, nq).view({n, c.num_heads, hd});
+    const at::Tensor k = qkv.narrow(1, nq, nkv).view({n, c.num_kv_heads, hd});
+    const at::Tensor v = qkv.narrow(1, nq + nkv, nkv).view({n, c.num_kv_heads, hd});
+    std::vector<at::Tensor> rows;
+    rows.reserve(static_cast<size_t>(n));
+    for (int64_t i = 0; i < n; ++i) {
+      KvCache& cache = *caches[static_cast<size_t>(i)];
+      const at::Tensor pi = pos.narrow(0, i, 1);
+      cache.Append(layer, k.narrow(0, i, 1), v.narrow(0, i, 1), pi);
+      rows.push_back(Attention(q.narrow(0, i, 1), cache.Keys(layer), cache.Values(layer), pi,
+                               cache.Positions(layer), attn_options));
+    }
+    const at::Tensor attn = n == 1 ? rows[0] : at::cat(rows, 0);
+    at::Tensor h = x + OutputProjectionRows(layer, attn, /*decode_rows=*/true);
+    x = h.add_(
+        FfnRows(layer, NormF32(h, weights_.layers.at(layer).ffn_norm), /*decode_rows=*/true));
+  }
+  const at::Tensor h = NormF32(x, weights_.final_norm);
+  return AsType(LinearRows(h, weights_.lm_head, {}, native_weights() ? &qweights_.lm_head : nullptr,
+                           /*decode_rows=*/true),
+                at::kFloat);
 }
 
 at::Tensor Model::Forward(const std::vector<TokenId>& ids, int64_t start_position, KvCache& cache,

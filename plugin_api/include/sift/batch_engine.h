@@ -1,0 +1,118 @@
+// The compute loop that owns the cores: continuous batching of decode, and every other piece of
+// model work run between its steps.
+//
+// One BatchEngine per model and process (siftd makes one). Its thread runs, in turn:
+//   - a decode step: the next token of every request handed over with Decode(), computed in one
+//     Model::DecodeStep (the rows share the linear layers; each attends to its own cache,
+//     whatever its pipeline compressed it to), sampled with each request's own options and seed
+//     (sift::Generation), streamed through each request's callback;
+//   - a task: work handed over with RunExclusive() (a prefill, filter or select stage), which may
+//     call Yield() between bounded slices (prefill chunks) to let one decode step run.
+// Decode steps and tasks alternate, so a running stream waits at most one slice of other work
+// for its next token, and tasks run in the order they were handed over. Requests join the batch
+// between steps and leave when they finish, are cancelled (their callback returns false) or fail.
+// All compute runs on the one loop thread, so one OpenMP team serves every request.
+//
+// Greedy output in the batch equals Generate()'s for the same cache and logits, up to the
+// product kernel's summation order over several rows (Model::DecodeStep).
+//
+// OWNERSHIP: the engine borrows the Model (kept alive by the shared_ptr) and, for the duration of
+//            a Decode() call, the caller's cache; the caller blocks until its request leaves.
+// THREADING: Decode(), RunExclusive() and stats() are safe from any thread but the loop's;
+//            Yield() is for tasks, on the loop thread. Stream callbacks run on the loop thread,
+//            one at a time: keep them short, and never call the engine from them.
+// ERRORS:    an exception thrown by a decode step fails every request of that step: Decode()
+//            rethrows it on each caller's thread; a task's exception is rethrown by RunExclusive.
+#ifndef SIFT_BATCH_ENGINE_H_
+#define SIFT_BATCH_ENGINE_H_
+
+#include <condition_variable>
+#include <cstdint>
+#include <deque>
+#include <exception>
+#include <functional>
+#include <memory>
+#include <thread>
+#include <vector>
+
+#include "sift/generate.h"
+#include "sift/model.h"
+#include "sift/thread_annotations.h"
+
+namespace sift {
+
+// The shared decode batch as a stage sees it (StageContext::batch_decoder()).
+class BatchDecoder {
+ public:
+  virtual ~BatchDecoder() = default;
+  // Generates from a prefilled cache in the host's batch; the same contract as sift::Generate
+  // (sift/generate.h) except that `on_piece` runs on the batch's thread. Blocks until the
+  // request leaves the batch.
+  virtual GenerationResult Decode(const Model& model, KvCache& cache,
+                                  const at::Tensor& first_logits, int64_t next_position,
+                                  const GenerationOptions& options,
+                                  const StreamCallback& on_piece) = 0;
+};
+
+struct BatchEngineOptions {
+  int64_t max_batch = 64;  // rows per decode step; more requests wait for a free row
+};
+
+struct BatchEngineStats {
+  int64_t decoding = 0;       // requests in the batch now
+  int64_t waiting_rows = 0;   // handed over, waiting for a free row
+  int64_t tasks_waiting = 0;  // exclusive tasks not yet started
+  int64_t steps = 0;          // decode steps run so far
+  int64_t tokens = 0;         // tokens generated so far
+  int64_t max_rows = 0;       // the largest step so far
+};
+
+class BatchEngine final : public BatchDecoder {
+ public:
+  BatchEngine(std::shared_ptr<const Model> model, BatchEngineOptions options = {});
+  ~BatchEngine() override;  // finishes the tasks handed over, cancels what still decodes, joins
+  BatchEngine(const BatchEngine&) = delete;
+  BatchEngine& operator=(const BatchEngine&) = delete;
+
+  // Throws sift::Error when `model` is not the engine's model.
+  GenerationResult Decode(const Model& model, KvCache& cache, const at::Tensor& first_logits,
+                          int64_t next_position, const GenerationOptions& options,
+                          const StreamCallback& on_piece) override;
+
+  // Runs `task` on the loop thread between decode steps and waits for it; rethrows what it throws.
+  void RunExclusive(const std::function<void()>& task);
+  // From inside a task: runs one decode step now if any request is decoding. Returns at once on
+  // any other thread.
+  void Yield();
+  // True on the loop thread (inside a task or a stream callback).
+  bool OnLoopThread() const { return std::this_thread::get_id() == thread_id_; }
+
+  BatchEngineStats stats() const;
+
+ private:
+  struct Slot;
+  struct Task;
+  void Loop() SIFT_EXCLUDES(mu_);
+  // One decode step over every slot in the batch (admitting waiting ones first).
+  void Step() SIFT_EXCLUDES(mu_);
+  void Finish(Slot& slot, std::exception_ptr error) SIFT_EXCLUDES(mu_);
+
+  std::shared_ptr<const Model> model_;
+  const BatchEngineOptions options_;
+  std::thread::id thread_id_;
+
+  mutable Mutex mu_;
+  std::condition_variable_any cv_;       // the loop waits for work
+  std::condition_variable_any done_cv_;  // callers wait for their slot or task
+  std::deque<Slot*> joining_ SIFT_GUARDED_BY(mu_);
+  std::deque<Task*> tasks_ SIFT_GUARDED_BY(mu_);
+  bool stopping_ SIFT_GUARDED_BY(mu_) = false;
+  bool started_ SIFT_GUARDED_BY(mu_) = false;
+  BatchEngineStats stats_ SIFT_GUARDED_BY(mu_);
+  std::vector<Slot*> batch_;  // the loop thread only
+  std::thread thread_;        // last: started when everything above exists
+};
+
+}  // namespace sift
+
+#endif  // SIFT_BATCH_ENGINE_H_

@@ -1,0 +1,236 @@
+#include "sift/batch_engine.h"
+
+#include <algorithm>
+#include <optional>
+#include <string>
+#include <utility>
+
+#include "sift/error.h"
+
+namespace sift {
+
+// One request in (or waiting for) the batch. Owned by the Decode() call that made it; the loop
+// holds a pointer until it marks the slot finished.
+struct BatchEngine::Slot {
+  Slot(const Model& model, KvCache& cache, const GenerationOptions& options,
+       const StreamCallback& on_piece, at::Tensor logits, int64_t next_position)
+      : cache(cache),
+        options(options),
+        on_piece(on_piece),
+        logits(std::move(logits)),
+        generation(model, this->options, next_position) {}
+  KvCache& cache;
+  const GenerationOptions options;  // before `generation`, which refers to it
+  const StreamCallback& on_piece;
+  at::Tensor logits;  // the logits the next token is sampled from ([vocab])
+  Generation generation;
+  GenerationStep step;       // the last step's outcome (the loop thread only)
+  GenerationResult result;   // set when finished
+  std::exception_ptr error;  // set when a step failed
+  bool finished = false;     // guarded by the engine's mu_ (it names no outer lock)
+};
+
+struct BatchEngine::Task {
+  const std::function<void()>* run = nullptr;
+  std::exception_ptr error;
+  bool finished = false;  // guarded by the engine's mu_
+};
+
+BatchEngine::BatchEngine(std::shared_ptr<const Model> model, BatchEngineOptions options)
+    : model_(std::move(model)), options_(options) {
+  SIFT_CHECK(model_ != nullptr, "BatchEngine: no model");
+  SIFT_CHECK(options_.max_batch >= 1, "BatchEngine: max_batch must be >= 1, got ",
+             options_.max_batch);
+  thread_ = std::thread([this] { Loop(); });
+  MutexLock lock(mu_);
+  while (!started_) done_cv_.wait(mu_);
+}
+
+BatchEngine::~BatchEngine() {
+  {
+    MutexLock lock(mu_);
+    stopping_ = true;
+  }
+  cv_.notify_all();
+  thread_.join();
+}
+
+GenerationResult BatchEngine::Decode(const Model& model, KvCache& cache,
+                                     const at::Tensor& first_logits, int64_t next_position,
+                                     const GenerationOptions& options,
+                                     const StreamCallback& on_piece) {
+  SIFT_CHECK(&model == model_.get(), "BatchEngine::Decode: another model than the engine's");
+  SIFT_CHECK(!OnLoopThread(), "BatchEngine::Decode: called from the loop thread");
+  SIFT_CHECK(model.has_tokenizer(), "Generate: the model has no tokenizer");
+  // Room for every token this request may append, so steps never reallocate its cache.
+  for (int64_t l = 0; l < cache.num_layers(); ++l) cache.Reserve(l, options.max_tokens);
+  Slot slot(model, cache, options, on_piece, first_logits, next_position);
+  {
+    MutexLock lock(mu_);
+    SIFT_CHECK(!stopping_, "BatchEngine::Decode: the engine is stopping");
+    joining_.push_back(&slot);
+    ++stats_.waiting_rows;
+  }
+  cv_.notify_all();
+  {
+    MutexLock lock(mu_);
+    while (!slot.finished) done_cv_.wait(mu_);
+  }
+  if (slot.error) std::rethrow_exception(slot.error);
+  return std::move(slot.result);
+}
+
+void BatchEngine::RunExclusive(const std::function<void()>& task) {
+  if (OnLoopThread()) {  // already exclusive (a task calling another stage's work)
+    task();
+    return;
+  }
+  Task t;
+  t.run = &task;
+  {
+    MutexLock lock(mu_);
+    SIFT_CHECK(!stopping_, "BatchEngine::RunExclusive: the engine is stopping");
+    tasks_.push_back(&t);
+    ++stats_.tasks_waiting;
+  }
+  cv_.notify_all();
+  {
+    MutexLock lock(mu_);
+    while (!t.finished) done_cv_.wait(mu_);
+  }
+  if (t.error) std::rethrow_exception(t.error);
+}
+
+void BatchEngine::Yield() {
+  if (!OnLoopThread()) return;
+  Step();
+}
+
+BatchEngineStats BatchEngine::stats() const {
+  MutexLock lock(mu_);
+  return stats_;
+}
+
+void BatchEngine::Loop() {
+  {
+    MutexLock lock(mu_);
+    thread_id_ = std::this_thread::get_id();
+    started_ = true;
+  }
+  done_cv_.notify_all();
+  for (;;) {
+    Task* task = nullptr;
+    {
+      MutexLock lock(mu_);
+      while (!stopping_ && tasks_.empty() && joining_.empty() && batch_.empty()) cv_.wait(mu_);
+      if (!tasks_.empty()) {
+        task = tasks_.front();
+        tasks_.pop_front();
+        --stats_.tasks_waiting;
+      } else if (stopping_ && joining_.empty() && batch_.empty()) {
+        return;
+      }
+    }
+    if (task != nullptr) {
+      try {
+        (*task->run)();
+      } catch (...) {
+        task->error = std::current_exception();
+      }
+      {
+        MutexLock lock(mu_);
+        task->finished = true;
+      }
+      done_cv_.notify_all();
+    }
+    Step();  // tasks and steps alternate
+  }
+}
+
+void BatchEngine::Step() {
+  {
+    MutexLock lock(mu_);
+    while (!joining_.empty() && static_cast<int64_t>(batch_.size()) < options_.max_batch) {
+      batch_.push_back(joining_.front());
+      joining_.pop_front();
+      --stats_.waiting_rows;
+    }
+    stats_.decoding = static_cast<int64_t>(batch_.size());
+    if (stopping_) {
+      for (Slot* slot : batch_) slot->generation.Cancel();
+    }
+  }
+  if (batch_.empty()) return;
+
+  // Sample every slot's next token and stream it; the ones that go on form the step's rows.
+  std::vector<Slot*> rows;
+  std::vector<TokenId> ids;
+  std::vector<int64_t> positions;
+  std::vector<KvCache*> caches;
+  int64_t sampled = 0;
+  for (Slot* slot : batch_) {
+    try {
+      Generation& g = slot->generation;
+      GenerationStep step = g.done() ? GenerationStep{} : g.Next(slot->logits);
+      if (step.token >= 0) ++sampled;
+      if (step.emit && slot->on_piece && !slot->on_piece(step.piece, step.token) && !step.cut) {
+        g.Cancel();
+        step.feed = false;
+      }
+      if (step.feed) {
+        rows.push_back(slot);
+        ids.push_back(step.token);
+        positions.push_back(step.position);
+        caches.push_back(&slot->cache);
+      }
+    } catch (...) {
+      slot->error = std::current_exception();
+    }
+  }
+  std::exception_ptr step_error;
+  if (!rows.empty()) {
+    try {
+      const at::Tensor logits = model_->DecodeStep(ids, positions, caches);
+      for (size_t i = 0; i < rows.size(); ++i) rows[i]->logits = logits[static_cast<int64_t>(i)];
+    } catch (...) {
+      step_error = std::current_exception();
+    }
+  }
+  // Requests that did not go on leave the batch.
+  std::vector<Slot*> staying;
+  for (Slot* slot : batch_) {
+    const bool fed = std::find(rows.begin(), rows.end(), slot) != rows.end();
+    if (fed && !step_error && !slot->error) {
+      staying.push_back(slot);
+    } else {
+      Finish(*slot, slot->error ? slot->error : (fed ? step_error : nullptr));
+    }
+  }
+  batch_.swap(staying);
+  {
+    MutexLock lock(mu_);
+    ++stats_.steps;
+    stats_.tokens += sampled;
+    stats_.max_rows = std::max<int64_t>(stats_.max_rows, static_cast<int64_t>(rows.size()));
+    stats_.decoding = static_cast<int64_t>(batch_.size());
+  }
+  done_cv_.notify_all();
+}
+
+void BatchEngine::Finish(Slot& slot, std::exception_ptr error) {
+  if (error == nullptr) {
+    try {
+      if (std::optional<std::string> rest = slot.generation.Flush(); rest && slot.on_piece) {
+        slot.on_piece(*rest, -1);
+      }
+      slot.result = slot.generation.TakeResult();
+    } catch (...) {
+      error = std::current_exception();
+    }
+  }
+  MutexLock lock(mu_);
+  slot.error = error;
+  slot.finished = true;
+}
+
+}  // namespace sift

@@ -1,0 +1,285 @@
+// Continuous batching through the real siftd (model from $SIFT_MODEL, this build's plugins, the
+// repository's pipelines), over loopback TCP:
+//   - every shipped pipeline, all at once on a batching daemon, answers exactly as one request at
+//     a time on a daemon without batching (fp32; prefill in slices on the batching one);
+//   - requests join, leave, are cancelled and pass their deadline in the middle of a batch while
+//     the others go on to their full length;
+//   - admission by KV memory: a request that can never fit is refused at once, one that does not
+//     fit yet waits for the running one and then runs; /metrics shows it.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <atomic>
+#include <chrono>
+#include <cstdlib>
+#include <filesystem>
+#include <map>
+#include <mutex>
+#include <set>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "client.h"
+#include "support/http_get.h"
+#include "support/siftd_process.h"
+
+namespace {
+
+namespace fs = std::filesystem;
+using json = nlohmann::json;
+using Clock = std::chrono::steady_clock;
+using sift::client::SiftClient;
+using sift::testing::HttpGet;
+using sift::testing::MetricValue;
+using Daemon = sift::testing::SiftdProcess;
+
+// About 330 tokens with the question: long enough for every pipeline to compress.
+std::string Context() {
+  std::string text;
+  const char* facts[] = {
+      "The lighthouse on Kestrel Point was built in 1874 from granite quarried nearby.",
+      "Its keeper, Agnes Moore, kept a logbook of every ship that passed in a storm.",
+      "The lamp burned whale oil until 1902 and kerosene until the station was electrified.",
+      "In the winter of 1911 the supply boat could not land for forty-one days.",
+      "The keeper's cat, named Pilot, is buried beside the oil house under a flat stone.",
+      "Visitors climb one hundred and twelve steps to reach the gallery at the top.",
+  };
+  for (int round = 0; round < 3; ++round) {
+    for (const char* f : facts) text += std::string(f) + " ";
+  }
+  text += "The secret code written inside the lamp room door is 5821. ";
+  for (int round = 0; round < 2; ++round) {
+    for (const char* f : facts) text += std::string(f) + " ";
+  }
+  return text;
+}
+
+bool PluginsBuilt() {
+  return fs::exists(std::string(SIFT_BINARY_DIR) + "/plugins/prefill_full.so") &&
+         fs::exists(std::string(SIFT_BINARY_DIR) + "/plugins/decode_local.so");
+}
+
+#define SKIP_WITHOUT_DAEMON()                                           \
+  if (!std::getenv("SIFT_MODEL")) GTEST_SKIP() << "SIFT_MODEL not set"; \
+  if (!PluginsBuilt()) GTEST_SKIP() << "plugins prefill_full/decode_local not built"
+
+std::unique_ptr<SiftClient> Connect(zmq::context_t& ctx, const Daemon& d) {
+  sift::client::ClientOptions o;
+  o.endpoint = d.endpoint();
+  return std::make_unique<SiftClient>(ctx, o);
+}
+
+// Every reply for `id` up to its terminal.
+std::vector<json> Replies(SiftClient& c, const std::string& id, int timeout_ms = 120000) {
+  std::vector<json> out;
+  const auto end = Clock::now() + std::chrono::milliseconds(timeout_ms);
+  json h;
+  while (Clock::now() < end) {
+    if (!c.Recv(&h, 100) || h.value("id", json()) != json(id)) continue;
+    out.push_back(h);
+    if (h["type"] == "final" || h["type"] == "error") return out;
+  }
+  ADD_FAILURE() << "no terminal message for " << id;
+  return out;
+}
+
+// The names of the pipelines the daemon serves.
+std::vector<std::string> Pipelines(zmq::context_t& ctx, const Daemon& d) {
+  auto c = Connect(ctx, d);
+  c->Send({{"type", "list"}, {"id", "l"}});
+  json h;
+  std::vector<std::string> names;
+  if (!c->Recv(&h, 10000)) return names;
+  for (const json& p : h.value("pipelines", json::array())) {
+    // (a pipeline the loaded model cannot run, e.g. spts without its proxies, says so)
+    if (p.value("ok", true) && p.value("available", true) && p.contains("name")) {
+      names.push_back(p["name"]);
+    }
+  }
+  return names;
+}
+
+json Question(const std::string& id, const std::string& pipeline, int max_tokens) {
+  return {{"type", "generate"},
+          {"id", id},
+          {"pipeline", pipeline},
+          {"context", Context()},
+          {"question", "What is the secret code written inside the lamp room door?"},
+          {"max_tokens", max_tokens},
+          {"temperature", 0}};
+}
+
+TEST(BatchingTest, EveryPipelineBatchedEqualsOneAtATime) {
+  SKIP_WITHOUT_DAEMON();
+  Daemon batched, alone;
+  ASSERT_EQ(batched.Start({"--dtype", "fp32", "--workers", "16", "--prefill-chunk", "96"}), "");
+  ASSERT_EQ(alone.Start({"--dtype", "fp32", "--workers", "1", "--max-batch", "0"}), "");
+  zmq::context_t ctx(1);
+  const std::vector<std::string> pipelines = Pipelines(ctx, alone);
+  ASSERT_GE(pipelines.size(), 9u);
+
+  // One at a time on the daemon without batching.
+  std::map<std::string, std::string> expected;
+  {
+    auto c = Connect(ctx, alone);
+    for (const std::string& p : pipelines) {
+      c->Send(Question(p, p, 20));
+      const json t = Replies(*c, p).back();
+      ASSERT_EQ(t["type"], "final") << p << ": " << t.dump();
+      expected[p] = t["text"];
+    }
+  }
+  // All at once on the batching daemon (the last prefill waits for all the others: the timeout
+  // allows for a loaded 2-core machine).
+  std::map<std::string, std::string> got;
+  std::mutex mu;
+  std::vector<std::thread> threads;
+  for (const std::string& p : pipelines) {
+    threads.emplace_back([&, p] {
+      auto c = Connect(ctx, batched);
+      c->Send(Question(p, p, 20));
+      const json t = Replies(*c, p, 600000).back();
+      std::lock_guard<std::mutex> lock(mu);
+      got[p] = t["type"] == "final" ? t["text"].get<std::string>() : t.dump();
+    });
+  }
+  for (std::thread& t : threads) t.join();
+  for (const std::string& p : pipelines) EXPECT_EQ(got[p], expected[p]) << "pipeline " << p;
+  const std::string metrics = HttpGet(batched.http(), "/metrics");
+  EXPECT_GT(MetricValue(metrics, "sift_batch_max_rows"), 1) << "no step ever held two requests";
+}
+
+class BatchFlowTest : public ::testing::Test {
+ protected:
+  static void SetUpTestSuite() {
+    if (!std::getenv("SIFT_MODEL") || !PluginsBuilt()) return;
+    daemon_ = new Daemon();
+    start_error_ = daemon_->Start({"--workers", "16", "--n-ctx", "512"});
+  }
+  static void TearDownTestSuite() {
+    delete daemon_;
+    daemon_ = nullptr;
+  }
+  void SetUp() override {
+    SKIP_WITHOUT_DAEMON();
+    ASSERT_EQ(start_error_, "");
+  }
+  static inline Daemon* daemon_ = nullptr;
+  static inline std::string start_error_;
+  zmq::context_t ctx_{1};
+};
+
+json Long(const std::string& id, int max_tokens) {
+  return {{"type", "generate"},
+          {"id", id},
+          {"pipeline", "full"},
+          {"prompt", "Count: one, two,"},
+          {"max_tokens", max_tokens},
+          {"ignore_eos", true},
+          {"stream", true}};
+}
+
+// Four long streams; once they run, a short request joins and leaves, one stream is cancelled
+// and one passes its deadline; the other two still produce every token.
+TEST_F(BatchFlowTest, JoinLeaveCancelAndDeadlineMidBatch) {
+  auto c = Connect(ctx_, *daemon_);
+  c->Send(Long("a", 48));
+  c->Send(Long("b", 48));
+  c->Send(Long("cancel-me", 48));
+  json deadline = Long("deadline", 400);
+  deadline["deadline_ms"] = 1500;
+  c->Send(deadline);
+  // Wait until all four stream.
+  std::set<std::string> streaming;
+  std::map<std::string, json> terminal;
+  std::map<std::string, int> chunks;
+  json h;
+  const auto end = Clock::now() + std::chrono::seconds(120);
+  bool joined = false, cancelled = false;
+  while (terminal.size() < 5 && Clock::now() < end) {
+    if (!c->Recv(&h, 100)) continue;
+    const std::string id = h.value("id", "");
+    if (h["type"] == "chunk") {
+      streaming.insert(id);
+      ++chunks[id];
+    }
+    if (h["type"] == "final" || h["type"] == "error") terminal[id] = h;
+    if (!joined && streaming.size() >= 4) {
+      c->Send({{"type", "generate"},
+               {"id", "short"},
+               {"pipeline", "full"},
+               {"prompt", "Colours: red, green,"},
+               {"max_tokens", 3},
+               {"ignore_eos", true}});
+      joined = true;
+    }
+    if (!cancelled && chunks["cancel-me"] >= 5) {
+      c->Send({{"type", "cancel"}, {"id", "cancel-me"}});
+      cancelled = true;
+    }
+  }
+  ASSERT_EQ(terminal.size(), 5u);
+  EXPECT_EQ(terminal["a"]["type"], "final");
+  EXPECT_EQ(terminal["a"]["usage"]["completion_tokens"], 48);
+  EXPECT_EQ(terminal["b"]["usage"]["completion_tokens"], 48);
+  EXPECT_EQ(terminal["short"]["type"], "final");
+  EXPECT_EQ(terminal["short"]["usage"]["completion_tokens"], 3);
+  EXPECT_EQ(terminal["cancel-me"]["code"], "CANCELLED") << terminal["cancel-me"].dump();
+  EXPECT_LT(terminal["cancel-me"]["details"]["completion_tokens"].get<int>(), 48);
+  EXPECT_EQ(terminal["deadline"]["code"], "DEADLINE_EXCEEDED") << terminal["deadline"].dump();
+  // The short request finished while the long ones still ran: it joined and left mid-batch.
+  const std::string metrics = HttpGet(daemon_->http(), "/metrics");
+  EXPECT_GE(MetricValue(metrics, "sift_batch_max_rows"), 4);
+  EXPECT_EQ(MetricValue(metrics, "sift_batch_decoding"), 0);
+  EXPECT_EQ(MetricValue(metrics, "sift_kv_reserved_bytes"), 0);
+}
+
+// A KV budget of about one request: the second waits for the first (visible in /metrics) and
+// then runs; a request larger than the whole budget is refused at once.
+TEST(KvBudgetTest, WaitsWhileFullAndRefusesWhatCanNeverFit) {
+  SKIP_WITHOUT_DAEMON();
+  Daemon d;
+  // SmolLM2 bf16: 30 layers x 3 KV heads x (2 x 64 x 2 + 8) bytes = 23,760 bytes per token.
+  // ~20 prompt tokens + 120 generated = ~3.3 MB per request; 5 MB holds one.
+  ASSERT_EQ(d.Start({"--workers", "8", "--kv-budget", "5M"}), "");
+  zmq::context_t ctx(1);
+  auto c = Connect(ctx, d);
+  c->Send(Long("first", 120));
+  c->Send(Long("second", 120));
+  bool saw_waiting = false;
+  std::map<std::string, json> terminal;
+  json h;
+  const auto end = Clock::now() + std::chrono::seconds(120);
+  while (terminal.size() < 2 && Clock::now() < end) {
+    if (!saw_waiting) {
+      const std::string m = HttpGet(d.http(), "/metrics");
+      saw_waiting = MetricValue(m, "sift_requests_waiting_kv") >= 1 &&
+                    MetricValue(m, "sift_kv_reserved_bytes") > 0 &&
+                    MetricValue(m, "sift_kv_reserved_bytes") <= 5 * 1024 * 1024;
+    }
+    if (c->Recv(&h, 20) && (h["type"] == "final" || h["type"] == "error")) {
+      terminal[h["id"]] = h;
+    }
+  }
+  EXPECT_TRUE(saw_waiting) << "the second request never waited for KV budget";
+  ASSERT_EQ(terminal.size(), 2u);
+  EXPECT_EQ(terminal["first"]["type"], "final") << terminal["first"].dump();
+  EXPECT_EQ(terminal["second"]["type"], "final") << terminal["second"].dump();
+  // Whichever got the budget first, the other started only when it had finished: its queue time
+  // (which includes the wait for KV budget) covers the first one's run.
+  const double q1 = terminal["first"]["stats"]["queue_ms"],
+               q2 = terminal["second"]["stats"]["queue_ms"];
+  const json& ran = q1 < q2 ? terminal["first"] : terminal["second"];
+  EXPECT_GT(std::max(q1, q2), 0.8 * ran["stats"]["e2e_ms"].get<double>());
+
+  const auto start = Clock::now();
+  c->Send(Long("huge", 400));  // ~9.7 MB
+  const json t = Replies(*c, "huge").back();
+  EXPECT_EQ(t["code"], "RESOURCE_EXHAUSTED") << t.dump();
+  EXPECT_EQ(t["reason"], "kv_budget");
+  EXPECT_NE(t["message"].get<std::string>().find("--kv-budget"), std::string::npos);
+  EXPECT_LT(std::chrono::duration<double>(Clock::now() - start).count(), 5.0);
+}
+
+}  // namespace

