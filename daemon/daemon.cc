@@ -10,6 +10,7 @@
 #include "daemon/log.h"
 #include "daemon/plugin_preflight.h"
 #include "daemon/request_runner.h"
+#include "daemon/thread_priority.h"
 #include "sift/device.h"
 #include "sift/error.h"
 
@@ -238,6 +239,12 @@ bool Daemon::StartFrontEnds() {
       LogError("start_failed", {{"reason", st.reason()}, {"error", st.message()}});
       return Fail();
     }
+  }
+  // Every thread exists now (later ones inherit their creator's priority): all but the batch
+  // loop's yield the cores to it.
+  if (engine_ != nullptr && options_.io_nice > 0) {
+    const int lowered = LowerOtherThreads(options_.io_nice, "sift-batch");
+    LogInfo("thread_priority", {{"io_nice", options_.io_nice}, {"threads_lowered", lowered}});
   }
   return true;
 }

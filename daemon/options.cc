@@ -103,7 +103,10 @@ po::options_description BatchingOptions(DaemonOptions* o) {
                 "prompt tokens a prefill computes between two decode steps (0 = the whole prompt)")(
       "kv-budget", po::value(&o->kv_budget)->default_value(o->kv_budget),
       "KV-cache memory requests reserve before they run: bytes with K/M/G/T, or a percentage "
-      "of the machine's memory; a request waits while its KV does not fit");
+      "of the machine's memory; a request waits while its KV does not fit")(
+      "io-nice", po::value(&o->io_nice)->default_value(o->io_nice),
+      "with batching: nice value added to every thread but the batch loop's (I/O, hop relays, "
+      "workers), so per-token wake-ups do not take cores from the compute (0 = off)");
   return batching;
 }
 
@@ -142,6 +145,7 @@ std::string Validate(const DaemonOptions& o) {
   if (o.workers < 1 || o.workers > 256) return "--workers must be in [1, 256]";
   if (o.max_batch < 0 || o.max_batch > 4096) return "--max-batch must be in [0, 4096]";
   if (o.prefill_chunk < 0) return "--prefill-chunk must be >= 0";
+  if (o.io_nice < 0 || o.io_nice > 19) return "--io-nice must be in [0, 19]";
   int64_t kv_bytes = 0;
   std::string kv_error;
   if (!ParseKvBudget(o.kv_budget, PhysicalMemoryBytes(), &kv_bytes, &kv_error)) return kv_error;

@@ -1,5 +1,7 @@
 #include "sift/batch_engine.h"
 
+#include <pthread.h>
+
 #include <algorithm>
 #include <optional>
 #include <string>
@@ -112,6 +114,9 @@ BatchEngineStats BatchEngine::stats() const {
 }
 
 void BatchEngine::Loop() {
+  // The name siftd keeps at full priority while it lowers its other threads
+  // (daemon/thread_priority.h).
+  pthread_setname_np(pthread_self(), "sift-batch");
   {
     MutexLock lock(mu_);
     thread_id_ = std::this_thread::get_id();
