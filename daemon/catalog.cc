@@ -417,7 +417,9 @@ class CatalogImpl : public Catalog {
         }
         item["name"] = name;
         item["description"] = entry.serving->description();
-        if (model_ != nullptr) {  // pipeline_availability.h
+        // With a model: "available", and "unavailable" (why not, and the command that fixes it)
+        // when it cannot run on this model (pipeline_availability.h; docs/protocol.md listing).
+        if (model_ != nullptr) {
           const std::string why = PipelineUnavailable(entry.serving->resolved(), model_->path());
           item["available"] = why.empty();
           if (!why.empty()) item["unavailable"] = why;

@@ -73,13 +73,10 @@ class CatalogSnapshot {
   virtual std::shared_ptr<const Plugin> FindPlugin(const std::string& name) const = 0;
   // {"generation",
   //  "pipelines": [{"name", "file", "description", "stages": [{"name", "kind", "plugin",
-  //                 "version", "endpoint"}], "ok", "error", "available", "unavailable"}],
+  //                 "version", "endpoint"}], "ok", "error"}],
   //  "plugins": [{"name", "version", "kind", "file", "hash", "generations", "ok", "error"}]}
   // "ok": false with "error" when the file's latest version failed; a pipeline or plugin that
   // still serves an older good version keeps its name, version and stages from that version.
-  // With a model loaded, a served pipeline also has "available" (bool) and, when false,
-  // "unavailable": why it cannot run on this model and the command that fixes it
-  // (pipeline_availability.h; checked whenever the catalog publishes).
   virtual nlohmann::json List() const = 0;
 };
 

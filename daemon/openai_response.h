@@ -68,8 +68,7 @@ OpenAiError ErrorFromHeader(const nlohmann::json& error_header);
 // An error outside SIFT/1 (HTTP level: 401, 404 path, 405, 413, 431, ...).
 OpenAiError HttpLevelError(int status, const std::string& code, const std::string& message);
 
-// GET /v1/models from a `listing` body (CatalogBackend::List): the valid pipelines, each with
-// sift.available (and sift.unavailable, the reason and its fix) when the listing has them.
+// GET /v1/models from a `listing` body (CatalogBackend::List): the valid pipelines.
 nlohmann::json ModelsBody(const nlohmann::json& listing, int64_t created);
 
 }  // namespace sift::daemon
