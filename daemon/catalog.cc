@@ -13,6 +13,7 @@
 #include <thread>
 
 #include "daemon/log.h"
+#include "daemon/pipeline_availability.h"
 #include "daemon/pipeline_config.h"
 #include "daemon/pipeline_runner.h"
 #include "daemon/plugin_loader.h"
@@ -38,6 +39,7 @@ class PipelineImpl : public Pipeline {
   const std::string& file() const override { return config_.file; }
   const std::string& description() const { return config_.description; }
   const std::vector<StageInfo>& stages() const override { return infos_; }
+  const std::vector<ResolvedStage>& resolved() const { return stages_; }
   Status Run(const Model& model, RequestState& state, const json& overrides, StageContext& context,
              const LocalExecution& local) const override {
     return RunPipeline(config_.name, stages_, model, state, overrides, context, {}, local);
@@ -415,6 +417,13 @@ class CatalogImpl : public Catalog {
         }
         item["name"] = name;
         item["description"] = entry.serving->description();
+        // With a model: "available", and "unavailable" (why not, and the command that fixes it)
+        // when it cannot run on this model (pipeline_availability.h; docs/protocol.md listing).
+        if (model_ != nullptr) {
+          const std::string why = PipelineUnavailable(entry.serving->resolved(), model_->path());
+          item["available"] = why.empty();
+          if (!why.empty()) item["unavailable"] = why;
+        }
         json stages = json::array();
         for (const StageInfo& s : entry.serving->stages()) {
           stages.push_back({{"name", s.label},

@@ -227,6 +227,9 @@ json ModelsBody(const json& listing, int64_t created) {
                         {"model_path", model.value("path", "")},
                         {"n_ctx", model.value("n_ctx", 0)},
                         {"stages", std::move(stages)}}}});
+      // Cannot run on the loaded model (daemon/pipeline_availability.h): said here too.
+      if (p.contains("available")) data.back()["sift"]["available"] = p["available"];
+      if (p.contains("unavailable")) data.back()["sift"]["unavailable"] = p["unavailable"];
     }
   }
   return {{"object", "list"}, {"data", std::move(data)}};

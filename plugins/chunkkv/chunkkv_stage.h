@@ -9,7 +9,9 @@
 // in original order, until they cover L - window tokens, the positionally last kept chunk
 // trimmed to fit; the observation window replaces the last `window` slots of the budget
 // (Algorithm 1 lines 16-17), so exactly L entries remain. The window is excluded from chunk
-// scoring so no token is kept twice.
+// scoring so no token is kept twice. Always kept: the observation window and the question span
+// (when the question is longer than the window, the chunks fill L - question; select_stage_base.h
+// step 3); a prompt at or below the floor (128) is not compressed.
 //
 // Parameters (besides budget / keep_ratio / query_aware / rerotate):
 //   chunk_size      int in [1, 4096], default 10   (paper: 10 for every model)

@@ -13,6 +13,9 @@
 //   kernel  int in [1, 1024], default 5        average-pool kernel (1 = no pooling)
 //   score   "logits" (default) | "softmax"     raw q·k of the last query summed over all query
 //           heads (the paper), or its per-head softmax(q·k/√d) summed over heads
+//   floor   int >= 0, default 128               the compression floor (selection/selection_ops.h
+//           ApplyFloor): a prompt of at most max(topk, floor) tokens is re-prefilled whole, and
+//           no fewer than `floor` tokens are kept. Hard minimum: the question span (always kept).
 //
 // THREADING: one instance per request (sift/stage.h).
 // ERRORS:    FAILED_PRECONDITION when the prefill before it did not produce the scores.
@@ -37,6 +40,7 @@ class GemFilterStage : public Stage {
   int64_t topk_;
   int64_t kernel_;
   bool softmax_;
+  int64_t floor_;
 };
 
 }  // namespace sift::plugins

@@ -1,10 +1,16 @@
 // H2oStage (h2o.so): H2O heavy hitters (Zhang et al. 2023), one-shot at the end of the prefill
-// (the KVCache-Factory H2OKVCluster variant; the original evicts at every decode step).
+// (the original evicts at every decode step), with the H2O paper's split of the budget: half
+// heavy hitters, half recent tokens (recent_ratio 0.5). That split is the paper's, not
+// KVCache-Factory's: its H2OKVCluster is also one-shot over all queries' accumulated attention,
+// but keeps a fixed recent window (window_size, 32 in its scripts) and spends the rest of the
+// budget on heavy hitters. The paper's split is meant: it is the method the H2O paper measures.
 //
 // Score of token j = its accumulated attention: the sum over all queries of their fp32 softmax
 // rows (column_sum, accumulated tile by tile by prefill_full, never an n x n matrix), optionally
 // pooled, aggregated over each KV head's query group. Per KV head the top (L - recent) heavy
-// hitters of the prefix are kept in original order, plus the `recent` last tokens.
+// hitters of the prefix are kept in original order, plus the `recent` last tokens. Always kept:
+// the question span (the recent part is at least the question, select_stage_base.h step 3); a
+// prompt at or below the floor (128) is not compressed.
 // With query_aware = false the question's queries are subtracted (context queries only).
 //
 // Parameters (besides budget / keep_ratio / query_aware / rerotate):

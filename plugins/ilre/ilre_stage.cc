@@ -5,12 +5,14 @@
 #include <vector>
 
 #include "filter/replace_prompt.h"
+#include "selection/selection_ops.h"
 
 namespace sift::plugins {
 
 IlreStage::IlreStage(const StageParams& params, const Model& model)
     : layer_(params.GetInt("retrieval_layer", 3, 1, model.config().num_layers) - 1),
-      sink_(params.GetInt("sink", 4, 0, 65536)) {
+      sink_(params.GetInt("sink", 4, 0, 65536)),
+      floor_(params.GetInt("floor", kDefaultFloor, 0, kMaxFloor)) {
   allocation_.budget = params.GetInt("budget", 1024, 1, int64_t{1} << 20);
   allocation_.max_kernels = params.GetIntList("max_kernels", allocation_.max_kernels, 1, 4096);
   allocation_.avg_kernels = params.GetIntList("avg_kernels", allocation_.avg_kernels, 1, 4096);
@@ -38,8 +40,13 @@ Status IlreStage::Run(const Model& model, RequestState& state, StageContext& con
   const int64_t sink = std::min(sink_, ctx);
   std::vector<int64_t> kept;
   for (int64_t i = 0; i < sink; ++i) kept.push_back(i);
-  if (ctx > sink) {
-    for (int64_t i : AllocateContext(a.narrow(0, sink, ctx - sink), allocation_)) {
+  // The floor: B at least `floor`; a context that fits is kept whole (nothing to allocate).
+  AllocationOptions allocation = allocation_;
+  allocation.budget = ApplyFloor(ctx - sink, allocation_.budget, floor_, 0);
+  if (allocation.budget >= ctx - sink) {
+    for (int64_t i = sink; i < ctx; ++i) kept.push_back(i);
+  } else {
+    for (int64_t i : AllocateContext(a.narrow(0, sink, ctx - sink), allocation)) {
       kept.push_back(i + sink);
     }
   }

@@ -18,6 +18,11 @@
 //   map_back         "block" (default) | "argmax"   pooled position -> its whole block / best
 //   exact_budget     bool, default true   spread B mod combinations so exactly B are chosen
 //                                         (false: the paper's B_c = floor(B / combinations))
+//   floor            int >= 0, default 128  the compression floor (selection/selection_ops.h
+//                                         ApplyFloor): B is at least `floor`; a context of at
+//                                         most sink + max(B, floor) tokens is kept whole, so a
+//                                         prompt at or below the floor is re-prefilled as is.
+//                                         Always kept: the sink and the whole query part.
 //
 // THREADING: one instance per request (sift/stage.h).
 // ERRORS:    FAILED_PRECONDITION when the prefill before it did not produce A^C.
@@ -40,6 +45,7 @@ class IlreStage : public Stage {
  private:
   int64_t layer_;  // 0-based: l_R - 1
   int64_t sink_;
+  int64_t floor_;
   AllocationOptions allocation_;
 };
 

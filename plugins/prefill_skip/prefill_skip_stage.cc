@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "prefill/prompt_check.h"
+#include "selection/selection_ops.h"
 #include "sift/error.h"
 #include "spts_prefill.h"
 #include "spts_proxy.h"
@@ -70,6 +71,7 @@ PrefillSkipStage::PrefillSkipStage(const StageParams& params, const Model& model
     budgets_.resize(settings_.stage_ends.size());
   }
   settings_.msdp = params.GetBool("msdp", true);
+  settings_.floor = params.GetInt("floor", kDefaultFloor, 0, kMaxFloor);
   settings_.fractions = false;
   settings_.budgets.assign(budgets_.begin(), budgets_.end());
   settings_.prune_margin = static_cast<double>(prune_margin_);

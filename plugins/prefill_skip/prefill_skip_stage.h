@@ -23,6 +23,9 @@
 //   ltp          bool, default true      FFN skipping with the proxy (false: FFN on all candidates)
 //   msdp         bool, default true      prune candidates at stage ends
 //   block_size   int in [1, 65536], 256  attention query block size
+//   floor        int >= 0, default 128   the compression floor (spts_schedule.h): a prompt of at
+//                                        most `floor` tokens is prefilled densely (as
+//                                        prefill_full), and no stage keeps fewer tokens
 // Ablations of the paper's Table 2: PAP only = {ltp=false, msdp=false}; PAP+LTP = {msdp=false};
 // PAP+LTP+MSDP = defaults.
 //

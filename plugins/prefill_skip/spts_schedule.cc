@@ -32,6 +32,7 @@ void SptsSchedule::Validate(const SptsSettings& s, int64_t num_layers) {
   }
   SIFT_CHECK(s.prune_margin >= 0 && (!s.fractions || s.prune_margin < 1.0), "prune_margin ",
              s.prune_margin, " must be ", s.fractions ? "in [0, 1)" : ">= 0");
+  SIFT_CHECK(s.floor >= 0, "floor ", s.floor, " must be >= 0");
 }
 
 std::vector<SptsLayerPlan> SptsSchedule::Make(const SptsSettings& s, int64_t num_layers,
@@ -43,27 +44,29 @@ std::vector<SptsLayerPlan> SptsSchedule::Make(const SptsSettings& s, int64_t num
   int64_t stage = 0;
   int64_t tail_budget = n;
   if (stages > 0) {
-    tail_budget = std::max<int64_t>(1, Tokens(s.budgets.back(), s.fractions, n) -
-                                           (s.fractions ? std::llround(s.prune_margin * n)
-                                                        : static_cast<int64_t>(s.prune_margin)));
+    tail_budget = std::max<int64_t>(
+        s.floor, std::max<int64_t>(1, Tokens(s.budgets.back(), s.fractions, n) -
+                                          (s.fractions ? std::llround(s.prune_margin * n)
+                                                       : static_cast<int64_t>(s.prune_margin))));
   }
+  const bool dense = n <= s.floor;  // at or below the floor nothing is skipped
   for (int64_t l = 0; l < num_layers; ++l) {
     SptsLayerPlan& p = plans[l];
     p.candidates = candidates;
-    if (l < s.skip_start || (stages == 0)) {
+    if (l < s.skip_start || stages == 0 || dense) {
       p.active = candidates;
       continue;
     }
     p.skip = true;
     p.stage = stage;
     if (stage < stages) {
-      const int64_t budget = Tokens(s.budgets[stage], s.fractions, n);
+      const int64_t budget = std::max(s.floor, Tokens(s.budgets[stage], s.fractions, n));
       p.active = std::min(candidates, budget);
       if (l == s.stage_ends[stage]) {
         if (s.msdp) {
           const int64_t margin =
               s.fractions ? std::llround(s.prune_margin * n) : static_cast<int64_t>(s.prune_margin);
-          p.prune_to = std::min(candidates, std::max<int64_t>(1, budget - margin));
+          p.prune_to = std::min(candidates, std::max({int64_t{1}, s.floor, budget - margin}));
           candidates = p.prune_to;
         }
         ++stage;

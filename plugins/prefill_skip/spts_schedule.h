@@ -11,6 +11,10 @@
 // the tail activates budget_{S-1} - prune_margin tokens (the same KV budget, no pruning).
 //
 // Budgets are either token counts or fractions of the prompt length (rounded, at least 1).
+// The compression floor (`floor`, docs/pipelines.md): a prompt of at most `floor` tokens runs
+// densely on every layer (no skipping, no LTP), and above it no stage activates or keeps fewer
+// than `floor` tokens (active, MSDP's prune_to and the tail budget are at least
+// min(candidates, floor)).
 //
 // THREADING: plain value type. ERRORS: Make() throws sift::Error describing the bad setting.
 #ifndef SIFT_PLUGINS_PREFILL_SKIP_SPTS_SCHEDULE_H_
@@ -29,6 +33,7 @@ struct SptsSettings {
   std::vector<double> budgets = {2304, 1792, 1024, 512};  // per stage: tokens or fractions
   double prune_margin = 256;                              // tokens or fraction
   bool msdp = true;                                       // prune the candidate set at stage ends
+  int64_t floor = 0;  // tokens: no skipping at or below, no budget below (0 = none)
 };
 
 struct SptsLayerPlan {

@@ -1,9 +1,14 @@
 // PyramidKvStage (pyramidkv.so): PyramidKV (Cai et al. 2024): SnapKV scoring with per-layer
-// budgets that shrink linearly with depth (the KVCache-Factory PyramidKVCluster schedule,
-// pyramid_schedule.h PyramidPrefixBudgets): with C = L the average per-layer budget and w the
-// window, layer l keeps b_l prefix tokens + the window, b_0 > ... > b_{L-1},
+// budgets that shrink linearly with depth (pyramid_schedule.h PyramidPrefixBudgets: the paper's
+// schedule with KVCache-Factory's min / max bounds, but exact where KVCache-Factory's integer
+// floors change the total): with C = L the average per-layer budget and w the window, layer l keeps
+// b_l prefix tokens + the window, b_0 > ... > b_{L-1} (layer 0 keeps the most),
 // b_{L-1} ~ (C - w) / beta, and sum_l b_l = num_layers * (C - w) exactly (rounding remainder
 // to the lowest layers), so the total cache equals a uniform budget of C per layer.
+// The floor (select_stage_base.h) applies to C: a prompt at or below it is not compressed and
+// C is at least the floor; each layer keeps at least the hard minimum (the window and the
+// question span), so the smallest layers may keep more than the schedule when the question is
+// longer than the window.
 //
 // Parameters (besides budget / keep_ratio / query_aware / rerotate):
 //   window      int, default 32        observation window, always kept (as snapkv)

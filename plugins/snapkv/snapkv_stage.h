@@ -4,7 +4,9 @@
 // (causal inside the window; collected by prefill_full), pooled along the tokens per query head
 // (`pooling`, `kernel`; padding kernel/2, stride 1), aggregated over each KV head's query group
 // (`gqa_reduce`). Per KV head the top (L - window) prefix tokens are kept in original order,
-// plus the window itself (always kept). L = budget or keep_ratio (select_stage_base.h).
+// plus the window itself (always kept). L = budget or keep_ratio (select_stage_base.h). Always
+// kept: the observation window and the question span (select_stage_base.h step 3); a prompt at
+// or below the floor (128) is not compressed.
 //
 // Parameters (besides budget / keep_ratio / query_aware / rerotate):
 //   window      int in [1, 8192], default 32   observation window (SnapKV w = 32)

@@ -1,6 +1,8 @@
 // StreamingLlmStage (streamingllm.so): StreamingLLM (Xiao et al. 2024) as a one-shot select
 // after the prefill: every layer and KV head keeps the first `sink` tokens (attention sinks)
-// and the most recent L - sink tokens of the span. Needs no attention statistics.
+// and the most recent L - sink tokens of the span. Needs no attention statistics. Always kept:
+// the sinks and the question span (select_stage_base.h step 3: L >= sink + question, so the
+// recent part covers it); a prompt at or below the floor (128) is not compressed.
 //
 // Positions: by default kept entries keep their original positions (policy (a), as kvpress's
 // StreamingLLMPress); the paper's own code re-applies RoPE at cache positions: set
@@ -26,6 +28,7 @@ class StreamingLlmStage : public SelectStageBase {
   int64_t KeptWindow(int64_t layer_budget) const override {
     return std::max<int64_t>(0, layer_budget - sink_);
   }
+  int64_t Sinks() const override { return sink_; }
   at::Tensor ChoosePrefix(int64_t layer, const at::Tensor& scores, int64_t p, int64_t keep,
                           int64_t heads, const at::TensorOptions& index_options) const override;
 

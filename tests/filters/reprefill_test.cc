@@ -55,8 +55,8 @@ TEST(Reprefill, GemFilterKeepsTopKAndQuestionAtFreshPositions) {
   const int64_t qb = state.question_begin, n = static_cast<int64_t>(original.size());
   std::vector<std::unique_ptr<Stage>> stages;
   stages.push_back(std::make_unique<PrefillPartialStage>(Params("prefill_partial", {}), model));
-  stages.push_back(
-      std::make_unique<GemFilterStage>(Params("gemfilter", {{"layer", 2}, {"topk", 40}}), model));
+  stages.push_back(std::make_unique<GemFilterStage>(
+      Params("gemfilter", {{"layer", 2}, {"topk", 40}, {"floor", 0}}), model));
   stages.push_back(std::make_unique<PrefillFullStage>(Params("prefill_full", {}), model));
   RunPipeline(model, stages, state);
   ASSERT_EQ(state.tokens.size(), 40u);
@@ -78,8 +78,8 @@ TEST(Reprefill, IlreKeepsSinkBudgetAndQueryAtFreshPositions) {
   std::vector<std::unique_ptr<Stage>> stages;
   stages.push_back(std::make_unique<PrefillStreamingStage>(
       Params("prefill_streaming", {{"window", 16}, {"chunk", 32}}), model));
-  stages.push_back(
-      std::make_unique<IlreStage>(Params("ilre", {{"retrieval_layer", 3}, {"budget", 30}}), model));
+  stages.push_back(std::make_unique<IlreStage>(
+      Params("ilre", {{"retrieval_layer", 3}, {"budget", 30}, {"floor", 0}}), model));
   stages.push_back(std::make_unique<PrefillFullStage>(Params("prefill_full", {}), model));
   RunPipeline(model, stages, state);
   // Sink (4) + budget (30) + the query part.
@@ -89,6 +89,62 @@ TEST(Reprefill, IlreKeepsSinkBudgetAndQueryAtFreshPositions) {
   EXPECT_TRUE(std::equal(state.tokens.begin() + 34, state.tokens.end(), original.begin() + qb));
   EXPECT_EQ(state.prompt_length, n);
   ExpectFreshPositions(state);
+}
+
+// The floor and what the filters always keep (issue 29): a prompt at or below the floor is
+// re-prefilled whole; at a budget of 1 with floor 0, GemFilter keeps the question and ILRe the
+// sink and the query part (+ the one budgeted token).
+TEST(Reprefill, FiltersKeepTheQuestionAndLeaveAPromptAtTheFloorWhole) {
+  SIFT_FILTERS_REQUIRE_MODEL();
+  const Model& model = *Fp32Model();
+  RequestState base;
+  base.tokens = FillerPrompt(model, 12, &base.question_begin);
+  const std::vector<TokenId> original = base.tokens;
+  const int64_t qb = base.question_begin, n = static_cast<int64_t>(original.size());
+  ASSERT_GT(n, 40);
+  auto gemfilter = [&](const nlohmann::json& p) {
+    RequestState state;
+    state.tokens = original;
+    state.question_begin = qb;
+    std::vector<std::unique_ptr<Stage>> stages;
+    stages.push_back(std::make_unique<PrefillPartialStage>(Params("prefill_partial", {}), model));
+    nlohmann::json params = p;
+    params["layer"] = 2;
+    stages.push_back(std::make_unique<GemFilterStage>(Params("gemfilter", params), model));
+    stages.push_back(std::make_unique<PrefillFullStage>(Params("prefill_full", {}), model));
+    RunPipeline(model, stages, state);
+    return state;
+  };
+  auto ilre = [&](const nlohmann::json& p) {
+    RequestState state;
+    state.tokens = original;
+    state.question_begin = qb;
+    std::vector<std::unique_ptr<Stage>> stages;
+    stages.push_back(std::make_unique<PrefillStreamingStage>(
+        Params("prefill_streaming", {{"window", 16}, {"chunk", 32}}), model));
+    nlohmann::json params = p;
+    params["retrieval_layer"] = 3;
+    stages.push_back(std::make_unique<IlreStage>(Params("ilre", params), model));
+    stages.push_back(std::make_unique<PrefillFullStage>(Params("prefill_full", {}), model));
+    RunPipeline(model, stages, state);
+    return state;
+  };
+  const std::vector<TokenId> question(original.begin() + qb, original.end());
+  // At the floor: nothing filtered, whatever topk / budget say.
+  EXPECT_EQ(gemfilter({{"topk", 8}, {"floor", n}}).tokens, original);
+  EXPECT_EQ(ilre({{"budget", 8}, {"floor", n}}).tokens, original);
+  // Above it: no fewer than the floor.
+  EXPECT_EQ(static_cast<int64_t>(gemfilter({{"topk", 8}, {"floor", n - 1}}).tokens.size()), n - 1);
+  // ILRe's floor is on its context budget B: 5 context tokens short of the whole context.
+  EXPECT_EQ(static_cast<int64_t>(ilre({{"budget", 8}, {"floor", qb - 4 - 5}}).tokens.size()),
+            n - 5);
+  // The hard minimum: the question (GemFilter), the sink and the query part (ILRe).
+  RequestState g = gemfilter({{"topk", 1}, {"floor", 0}});
+  EXPECT_EQ(g.tokens, question);
+  RequestState i = ilre({{"budget", 1}, {"floor", 0}});
+  ASSERT_EQ(static_cast<int64_t>(i.tokens.size()), 4 + 1 + (n - qb));
+  EXPECT_TRUE(std::equal(i.tokens.begin(), i.tokens.begin() + 4, original.begin()));
+  EXPECT_TRUE(std::equal(i.tokens.begin() + 5, i.tokens.end(), question.begin()));
 }
 
 TEST(Reprefill, FiltersRefuseWithoutScores) {

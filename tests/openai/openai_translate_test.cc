@@ -512,6 +512,26 @@ TEST(OpenAiResponseTest, ModelsListValidPipelines) {
   EXPECT_EQ(models["data"][0]["created"], 42);
   EXPECT_EQ(models["data"][0]["sift"]["model"], "SmolLM2");
   EXPECT_EQ(models["data"][0]["sift"]["stages"][0]["plugin"], "prefill_full");
+  EXPECT_FALSE(models["data"][0]["sift"].contains("available"));  // not in this listing
+}
+
+TEST(OpenAiResponseTest, ModelsSayWhichPipelinesCannotRunOnTheModel) {
+  // A pipeline the catalog lists as unavailable on the loaded model (issue 29: spts without its
+  // proxies) stays listed, with the reason and the command that fixes it.
+  json listing = {{"pipelines",
+                   {{{"name", "full"}, {"ok", true}, {"available", true}},
+                    {{"name", "spts"},
+                     {"ok", true},
+                     {"available", false},
+                     {"unavailable", "needs proxies; make them with: sift-spts-calibrate"}}}}};
+  json models = ModelsBody(listing, 1);
+  ASSERT_EQ(models["data"].size(), 2u);
+  EXPECT_EQ(models["data"][0]["sift"]["available"], true);
+  EXPECT_FALSE(models["data"][0]["sift"].contains("unavailable"));
+  EXPECT_EQ(models["data"][1]["id"], "spts");
+  EXPECT_EQ(models["data"][1]["sift"]["available"], false);
+  EXPECT_NE(models["data"][1]["sift"]["unavailable"].get<std::string>().find("sift-spts-calibrate"),
+            std::string::npos);
 }
 
 // ---- API keys ----

@@ -338,11 +338,14 @@ class Extension(unittest.TestCase):
 
     def test_stage_params_override(self):
         n, default = self.kept()
-        _, kept_02 = self.kept(extra_body={"sift": {"params": {"select": {"keep_ratio": 0.2}}}})
+        _, kept_04 = self.kept(extra_body={"sift": {"params": {"select": {"keep_ratio": 0.4}}}})
         _, kept_05 = self.kept(extra_body={"sift": {"params": {"select": {"keep_ratio": 0.5}}}})
-        self.assertGreater(n, 300)
-        self.assertLess(default, kept_02)  # snapkv's default keep_ratio is 0.1
-        self.assertLess(kept_02, kept_05)
+        self.assertGreater(n, 330)
+        # snapkv's default keep_ratio 0.1 of this prompt is below the compression floor (128
+        # tokens, docs/pipelines.md), which is kept instead.
+        self.assertEqual(default, 128)
+        self.assertLess(default, kept_04)
+        self.assertLess(kept_04, kept_05)
         self.assertLess(kept_05, n)
         self.assertAlmostEqual(kept_05 / n, 0.5, delta=0.05)
 

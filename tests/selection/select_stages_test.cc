@@ -1,11 +1,14 @@
 // Unit tests of the select and reuse stages on hand-built caches and fake statistics (no model):
 // window concatenation, index order, GQA aggregation, budgets larger than the input, positions
-// and memory after eviction, per-method choices, PyramidKV per-layer sizes, and the
-// select -> layerwise hand-off (plan, follower layers at the end of a 30-layer model).
+// and memory after eviction, per-method choices, PyramidKV per-layer sizes, the
+// select -> layerwise hand-off (plan, follower layers at the end of a 30-layer model), and the
+// compression floor with what every method always keeps (sinks, question span, window).
 #include <gtest/gtest.h>
 
+#include <functional>
 #include <memory>
 #include <numeric>
+#include <string>
 #include <vector>
 
 #include "chunkkv_stage.h"
@@ -56,9 +59,12 @@ RequestState MakeState(int64_t layers, int64_t n, const at::Tensor& scores,
   return s;
 }
 
+// The stage's parameters; without a `floor` key, floor = 0 (these prompts are far below the
+// default floor of 128, which would leave them whole).
 StageParams Params(const nlohmann::json& j) {
   StageParams p("test.toml", "select", "test");
   for (auto& [k, v] : j.items()) p.Set(k, v, "test");
+  if (!j.contains("floor")) p.Set("floor", 0, "test");
   return p;
 }
 
@@ -152,7 +158,7 @@ TEST(SnapKv, BudgetAndRatioTogetherIsAnError) {
 
 TEST(SnapKv, MissingStatisticsFailCleanly) {
   RequestState s = MakeState(2, 10, at::Tensor());
-  SnapKvStage stage(Params({{"budget", 4}}));
+  SnapKvStage stage(Params({{"budget", 4}, {"window", 2}}));
   testing::TestContext ctx;
   Status st = stage.RunOn(nullptr, s, ctx);
   EXPECT_EQ(st.code(), StatusCode::kFailedPrecondition);
@@ -240,6 +246,151 @@ TEST(PyramidKv, LayerSizesShrinkAndSumToTheUniformTotal) {
   EXPECT_GT(s.cache->size(0), s.cache->size(layers - 1));
   // Every layer keeps its window.
   EXPECT_EQ(Row(s.kept_indices.at(29)).back(), n - 1);
+}
+
+// ---- The compression floor and what each method always keeps (issue 29) ----
+
+// One select stage of each method with `extra` parameters, on an n-token state with the
+// statistics it needs and the question span [qb, n).
+struct Method {
+  std::string name;
+  std::function<std::unique_ptr<SelectStageBase>(const nlohmann::json&)> make;
+  bool column_sum = false;
+};
+
+std::vector<Method> Methods() {
+  return {
+      {"snapkv", [](const nlohmann::json& j) { return std::make_unique<SnapKvStage>(Params(j)); }},
+      {"chunkkv",
+       [](const nlohmann::json& j) { return std::make_unique<ChunkKvStage>(Params(j)); }},
+      {"pyramidkv",
+       [](const nlohmann::json& j) { return std::make_unique<PyramidKvStage>(Params(j)); }},
+      {"streamingllm",
+       [](const nlohmann::json& j) { return std::make_unique<StreamingLlmStage>(Params(j)); }},
+      {"h2o", [](const nlohmann::json& j) { return std::make_unique<H2oStage>(Params(j)); }, true}};
+}
+
+RequestState MethodState(const Method& m, int64_t layers, int64_t n, int64_t qb) {
+  // Scores favour the start of the prompt, so nothing at the end is kept by its score alone.
+  std::vector<float> base(static_cast<size_t>(n));
+  for (int64_t i = 0; i < n; ++i) base[static_cast<size_t>(i)] = static_cast<float>(n - i);
+  RequestState s = MakeState(layers, n, Uniform(base), m.column_sum);
+  s.question_begin = qb;
+  return s;
+}
+
+TEST(Floor, APromptAtOrBelowTheFloorIsNotCompressed) {
+  for (const Method& m : Methods()) {
+    for (int64_t n : {40, 128}) {
+      RequestState s = MethodState(m, 4, n, n - 10);
+      const int64_t bytes = s.cache->Bytes();
+      auto stage = m.make({{"keep_ratio", 0.1}, {"floor", 128}});
+      testing::TestContext ctx;
+      ASSERT_TRUE(stage->RunOn(nullptr, s, ctx).ok()) << m.name;
+      for (int64_t l = 0; l < 4; ++l) {
+        EXPECT_EQ(Row(s.kept_indices.at(l)), Range(0, n)) << m.name << " n " << n << " l " << l;
+      }
+      EXPECT_EQ(s.cache->Bytes(), bytes) << m.name;
+    }
+  }
+}
+
+TEST(Floor, AboveTheFloorTheBudgetIsNeverBelowIt) {
+  for (const Method& m : Methods()) {
+    // keep_ratio 0.1 of 300 is 30; the floor (default 128) wins.
+    RequestState s = MethodState(m, 4, 300, 290);
+    nlohmann::json params = {{"keep_ratio", 0.1}, {"floor", kDefaultFloor}};
+    auto stage = m.make(params);
+    testing::TestContext ctx;
+    ASSERT_TRUE(stage->RunOn(nullptr, s, ctx).ok()) << m.name;
+    int64_t total = 0;
+    for (int64_t l = 0; l < 4; ++l) total += s.cache->size(l);
+    EXPECT_EQ(total, 4 * 128) << m.name;  // PyramidKV: 128 on average
+    if (m.name != "pyramidkv") {
+      EXPECT_EQ(s.cache->size(3), 128) << m.name;
+    }
+    // A ratio above the floor is the ratio: 0.5 of 300.
+    RequestState t = MethodState(m, 4, 300, 290);
+    auto half = m.make({{"keep_ratio", 0.5}, {"floor", 128}});
+    ASSERT_TRUE(half->RunOn(nullptr, t, ctx).ok()) << m.name;
+    EXPECT_EQ(t.cache->TotalEntries(), 4 * 150) << m.name;
+  }
+}
+
+TEST(Floor, TheDefaultIs128) {
+  RequestState s = MethodState(Methods()[0], 1, 128, 120);
+  StageParams p("test.toml", "select", "snapkv");  // no floor key
+  SnapKvStage stage(p);
+  testing::TestContext ctx;
+  ASSERT_TRUE(stage.RunOn(nullptr, s, ctx).ok());
+  EXPECT_EQ(s.cache->size(0), 128);
+  RequestState t = MethodState(Methods()[0], 1, 129, 120);
+  ASSERT_TRUE(stage.RunOn(nullptr, t, ctx).ok());
+  EXPECT_EQ(t.cache->size(0), 128);
+}
+
+TEST(Floor, TheHardMinimumKeepsSinksQuestionAndWindow) {
+  // floor 0 and a budget of 1: each method still keeps what it always keeps. n = 200, the
+  // question is the last 40 tokens (longer than the window of 8), StreamingLLM's sinks 0..3.
+  const int64_t n = 200, qb = 160;
+  for (const Method& m : Methods()) {
+    RequestState s = MethodState(m, 3, n, qb);
+    nlohmann::json params = {{"budget", 1}, {"floor", 0}};
+    if (m.name == "snapkv" || m.name == "chunkkv" || m.name == "pyramidkv") params["window"] = 8;
+    if (m.name == "streamingllm") params["sink"] = 4;
+    auto stage = m.make(params);
+    testing::TestContext ctx;
+    ASSERT_TRUE(stage->RunOn(nullptr, s, ctx).ok()) << m.name;
+    std::vector<int64_t> want = m.name == "streamingllm" ? Range(0, 4) : std::vector<int64_t>{};
+    for (int64_t i = qb; i < n; ++i) want.push_back(i);
+    for (int64_t l = 0; l < 3; ++l) {
+      for (int64_t h = 0; h < kHkv; ++h) {
+        std::vector<int64_t> row = Row(s.kept_indices.at(l), h);
+        if (m.name == "pyramidkv") {  // lower layers keep more than the minimum (the pyramid)
+          ASSERT_GE(row.size(), want.size()) << l;
+          row.erase(row.begin(), row.end() - static_cast<std::ptrdiff_t>(want.size()));
+        }
+        EXPECT_EQ(row, want) << m.name << " layer " << l;
+      }
+    }
+    if (m.name == "pyramidkv") {
+      EXPECT_EQ(s.cache->size(2), 40);  // raised to the minimum
+    }
+  }
+}
+
+TEST(Floor, TheQuestionIsKeptBesidesTheTopScoredPrefix) {
+  // SnapKV, window 4, a 10-token question, budget 20: the question + the 10 best prefix tokens
+  // (scores favour the start), not the window + 16.
+  RequestState s = MethodState(Methods()[0], 1, 100, 90);
+  SnapKvStage stage(Params({{"budget", 20}, {"window", 4}, {"pooling", "none"}}));
+  testing::TestContext ctx;
+  ASSERT_TRUE(stage.RunOn(nullptr, s, ctx).ok());
+  std::vector<int64_t> want = Range(0, 10);
+  for (int64_t i = 90; i < 100; ++i) want.push_back(i);
+  EXPECT_EQ(Row(s.kept_indices.at(0)), want);
+}
+
+TEST(Floor, AQuestionLongerThanTheFloorIsADocumentAndNotKeptWhole) {
+  // A chat whose last message is a whole document (question span 300 > 128): only the window
+  // of it is kept by rule, so the prompt is still compressed to the budget.
+  RequestState s = MethodState(Methods()[0], 1, 320, 20);
+  SnapKvStage stage(Params({{"budget", 50}, {"window", 8}, {"pooling", "none"}}));
+  testing::TestContext ctx;
+  ASSERT_TRUE(stage.RunOn(nullptr, s, ctx).ok());
+  EXPECT_EQ(s.cache->size(0), 50);
+  EXPECT_EQ(Row(s.kept_indices.at(0)).back(), 319);
+}
+
+TEST(Floor, ContextOnlyKeepsTheWindowAndReprefillsTheQuestion) {
+  // query_aware = false: the question is outside the compressed span, so the hard minimum is
+  // the window only. (The re-prefill needs the model; this checks the budget without it: a
+  // span at or below the floor is left whole and nothing is recomputed.)
+  RequestState s = MethodState(Methods()[0], 1, 100, 90);
+  SnapKvStage stage(Params({{"keep_ratio", 0.1}, {"query_aware", false}, {"floor", 128}}));
+  testing::TestContext ctx;
+  ASSERT_TRUE(stage.RunOn(nullptr, s, ctx).ok());
+  EXPECT_EQ(s.cache->size(0), 100);
 }
 
 TEST(Layerwise, PlanRemovesFollowerStatistics) {

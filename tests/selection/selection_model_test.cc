@@ -7,6 +7,7 @@
 
 #include <cstdlib>
 #include <filesystem>
+#include <functional>
 #include <map>
 #include <memory>
 #include <string>
@@ -18,9 +19,11 @@
 #include "layerwise_stage.h"
 #include "plugins/test_context.h"
 #include "prefill_full_stage.h"
+#include "pyramidkv_stage.h"
 #include "selection/cache_edit.h"
 #include "sift/generate.h"
 #include "snapkv_stage.h"
+#include "streamingllm_stage.h"
 #include "support/siftd_process.h"
 
 namespace sift::plugins {
@@ -59,9 +62,10 @@ std::string Context() {
 
 // A prefilled request: chat prompt, question span marked, statistics as `plan` asks; with
 // `context_only` the prompt ends where the question would begin (no question span).
-RequestState Prefill(const Model& model, RequestPlan plan, bool context_only = false) {
+RequestState Prefill(const Model& model, RequestPlan plan, bool context_only = false,
+                     const std::string& ask = "What is the secret word?") {
   const std::string head = "<|im_start|>user\n" + Context() + "\n\n";
-  const std::string question = "What is the secret word?<|im_end|>\n<|im_start|>assistant\n";
+  const std::string question = ask + "<|im_end|>\n<|im_start|>assistant\n";
   RequestState s;
   s.tokens = model.tokenizer().Encode(head, true);
   s.question_begin = static_cast<int64_t>(s.tokens.size());
@@ -95,7 +99,7 @@ TEST(RopeRotation, RotatingByADeltaEqualsRopeAtTheNewPosition) {
 TEST(RopeRotation, RerotatedCacheHasContiguousPositionsAndDecodes) {
   REQUIRE_MODEL();
   const Model& model = *TheModel();
-  SnapKvStage stage(Params({{"budget", 48}, {"rerotate", true}}));
+  SnapKvStage stage(Params({{"budget", 48}, {"rerotate", true}, {"floor", 0}}));
   RequestPlan plan;
   stage.PlanStats(model.config().num_layers, plan);
   RequestState s = Prefill(model, plan);
@@ -139,7 +143,7 @@ TEST(ContextOnly, ObservedWindowEqualsThePrefillStatistics) {
 TEST(ContextOnly, QuestionIsKeptWholeAndPrefilledAgain) {
   REQUIRE_MODEL();
   const Model& model = *TheModel();
-  ChunkKvStage stage(Params({{"budget", 40}, {"query_aware", false}, {"window", 8}}));
+  ChunkKvStage stage(Params({{"budget", 40}, {"query_aware", false}, {"window", 8}, {"floor", 0}}));
   RequestPlan plan;
   stage.PlanStats(model.config().num_layers, plan);
   EXPECT_TRUE(plan.stats.empty());  // context-only window scores are recomputed, not collected
@@ -176,8 +180,8 @@ TEST(ContextOnly, H2oWithoutTheQuestionScoresLikeTheContextAlone) {
   // context alone (causal attention: the context rows do not see the question).
   REQUIRE_MODEL();
   const Model& model = *TheModel();
-  RecordingH2o blind(Params({{"budget", 48}, {"query_aware", false}}, "h2o"));
-  RecordingH2o aware(Params({{"budget", 48}}, "h2o"));
+  RecordingH2o blind(Params({{"budget", 48}, {"query_aware", false}, {"floor", 0}}, "h2o"));
+  RecordingH2o aware(Params({{"budget", 48}, {"floor", 0}}, "h2o"));
   RequestPlan plan;
   blind.PlanStats(model.config().num_layers, plan);
   RequestState s = Prefill(model, plan);
@@ -207,7 +211,7 @@ TEST(ContextOnly, H2oWithoutTheQuestionScoresLikeTheContextAlone) {
 TEST(Layerwise, FollowersOnTheRealPrefillHaveNoStatistics) {
   REQUIRE_MODEL();
   const Model& model = *TheModel();
-  ChunkKvStage select(Params({{"budget", 40}}));
+  ChunkKvStage select(Params({{"budget", 40}, {"floor", 0}}));
   LayerwiseStage reuse(Params({{"n_reuse", 3}}));
   RequestPlan plan;
   select.PlanStats(model.config().num_layers, plan);
@@ -220,6 +224,97 @@ TEST(Layerwise, FollowersOnTheRealPrefillHaveNoStatistics) {
   ASSERT_TRUE(reuse.RunOn(&model, s, ctx).ok());
   EXPECT_TRUE(at::equal(s.kept_indices.at(29), s.kept_indices.at(27)));
   EXPECT_EQ(s.cache->TotalEntries(), s.cache->num_layers() * 40);
+}
+
+// What each selection pipeline always keeps (issue 29), on the real model's prefill: with floor 0
+// and a budget of 1 entry, every layer and KV head still keeps the question span (longer than
+// the observation window here) and the window; StreamingLLM its 4 sinks too; chunkkv_reuse's
+// follower layers copy their leader's. Each pipeline's shipped parameters otherwise.
+TEST(AlwaysKept, EachSelectionPipelineKeepsTheQuestionWindowAndSinks) {
+  REQUIRE_MODEL();
+  const Model& model = *TheModel();
+  const std::string ask =
+      "Read the text above carefully and tell me which secret word the lighthouse keeper's "
+      "book mentions; answer with that single word only, without any explanation or any other "
+      "words at all.";
+  const json tiny = {{"budget", 1}, {"floor", 0}};
+  auto with = [&](json extra) {
+    extra.update(tiny);
+    return extra;
+  };
+  struct Case {
+    std::string pipeline;
+    std::function<std::unique_ptr<SelectStageBase>()> make;
+    int64_t sinks;
+    bool reuse;
+  };
+  const std::vector<Case> cases = {
+      {"snapkv",
+       [&] {
+         return std::make_unique<SnapKvStage>(Params(with({{"window", 32}})));
+       },
+       0, false},
+      {"pyramidkv",
+       [&] {
+         return std::make_unique<PyramidKvStage>(Params(with({{"window", 32}})));
+       },
+       0, false},
+      {"chunkkv",
+       [&] {
+         return std::make_unique<ChunkKvStage>(Params(with({{"chunk_size", 10}})));
+       },
+       0, false},
+      {"chunkkv_reuse",
+       [&] {
+         return std::make_unique<ChunkKvStage>(Params(with({{"chunk_size", 10}})));
+       },
+       0, true},
+      {"h2o",
+       [&] {
+         return std::make_unique<H2oStage>(Params(with({{"recent_ratio", 0.5}})));
+       },
+       0, false},
+      {"streamingllm",
+       [&] {
+         return std::make_unique<StreamingLlmStage>(Params(with({{"sink", 4}})));
+       },
+       4, false}};
+  const int64_t layers = model.config().num_layers;
+  for (const Case& c : cases) {
+    std::unique_ptr<SelectStageBase> stage = c.make();
+    LayerwiseStage reuse(Params({{"n_reuse", 2}}));
+    RequestPlan plan;
+    stage->PlanStats(layers, plan);
+    if (c.reuse) reuse.PlanLayers(layers, plan);
+    RequestState s = Prefill(model, plan, false, ask);
+    const int64_t n = static_cast<int64_t>(s.tokens.size()), qb = s.question_begin;
+    ASSERT_GT(n - qb, 32) << "the question must be longer than the window";
+    testing::TestContext ctx;
+    ASSERT_TRUE(stage->RunOn(&model, s, ctx).ok()) << c.pipeline;
+    if (c.reuse) {
+      ASSERT_TRUE(reuse.RunOn(&model, s, ctx).ok()) << c.pipeline;
+    }
+    at::Tensor want = at::arange(qb, n, at::kLong);
+    if (c.sinks > 0) want = at::cat({at::arange(c.sinks, at::kLong), want});
+    for (int64_t l = 0; l < layers; ++l) {
+      const at::Tensor kept = s.kept_indices.at(l).to(at::kLong).cpu();
+      for (int64_t h = 0; h < kept.size(0); ++h) {
+        // The question span ends every row; the sinks start it.
+        const at::Tensor row = kept[h];
+        ASSERT_TRUE(at::equal(row.narrow(0, row.size(0) - (n - qb), n - qb),
+                              want.narrow(0, want.size(0) - (n - qb), n - qb)))
+            << c.pipeline << " layer " << l << " head " << h;
+        if (c.sinks > 0) {
+          EXPECT_TRUE(at::equal(row.narrow(0, 0, c.sinks), at::arange(c.sinks, at::kLong)))
+              << c.pipeline << " layer " << l;
+        }
+      }
+      EXPECT_LT(s.cache->size(l), n) << c.pipeline << " layer " << l << ": not compressed";
+    }
+    // And the compressed cache still answers.
+    GenerationResult r = Generate(model, *s.cache, s.last_logits, s.next_position, s.generation);
+    EXPECT_FALSE(r.tokens.empty()) << c.pipeline;
+  }
 }
 
 // Every selection pipeline validates and answers through the real siftd.
@@ -243,7 +338,10 @@ TEST(SelectionPipelines, AnswerThroughSiftd) {
             {"pipeline", pipeline},
             {"context", Context()},
             {"question", "What is the secret word?"},
-            {"max_tokens", 3}});
+            {"max_tokens", 3},
+            // This ~250-token prompt is above the default floor (128) but 10 % of it is not:
+            // floor 0 asks for the ratio itself (the hard minimum, window + question, holds).
+            {"params", {{"select", {{"floor", 0}}}}}});
     json h, final;
     while (c.Recv(&h, 60000)) {
       if (h.value("id", "") != pipeline) continue;

@@ -12,6 +12,7 @@
 #include "layerwise_stage.h"
 #include "pyramid_schedule.h"
 #include "selection/selection_ops.h"
+#include "sift/error.h"
 
 namespace sift::plugins {
 namespace {
@@ -146,8 +147,22 @@ TEST(PyramidPrefixBudgets, SumsToTotalAndShrinksWithDepth) {
   }
 }
 
-TEST(PyramidPrefixBudgets, TopLayerCappedByPrefix) {
-  // 2 * per_layer > prefix: the top layer gets the whole prefix, the sum is still exact.
+TEST(PyramidPrefixBudgets, LayerZeroKeepsTheMostAndTheSumIsExact) {
+  // The docs' wording (issue 29): layer 0, the first, gets the largest budget; the schedule's sum
+  // is exact where KVCache-Factory's integer floors (min = 367 // 20, step = 698 // 23) give
+  // 24 * 716 - 30 * 276 = 8,904 prefix entries on 24 layers at a budget of 399 (window 32).
+  std::vector<int64_t> b = PyramidPrefixBudgets(24, 399 - 32, 100000, 20);
+  EXPECT_EQ(std::accumulate(b.begin(), b.end(), int64_t{0}), 8808);
+  EXPECT_EQ(*std::max_element(b.begin(), b.end()), b.front());
+  EXPECT_EQ(*std::min_element(b.begin(), b.end()), b.back());
+  EXPECT_EQ(b.back(), 18);  // min = 367 / 20 = 18.35 unrounded, floored last
+  int64_t factory = 0;
+  for (int64_t l = 0; l < 24; ++l) factory += 716 - l * 30;
+  EXPECT_EQ(factory, 8904);
+}
+
+TEST(PyramidPrefixBudgets, LayerZeroCappedByPrefix) {
+  // 2 * per_layer > prefix: layer 0 gets the whole prefix, the sum is still exact.
   std::vector<int64_t> b = PyramidPrefixBudgets(30, 700, 1000, 20);
   EXPECT_EQ(b.front(), 1000);
   EXPECT_EQ(std::accumulate(b.begin(), b.end(), int64_t{0}), 30 * 700);
@@ -178,6 +193,17 @@ TEST(Budget, AbsoluteOrRatio) {
   b.tokens = 128;
   EXPECT_EQ(b.Resolve(4096), 128);
   EXPECT_EQ(b.Resolve(100), 100);  // never more than the input
+}
+
+TEST(ApplyFloor, NothingAtOrBelowTheFloorAndNeverBelowItAbove) {
+  EXPECT_EQ(kDefaultFloor, 128);
+  EXPECT_EQ(ApplyFloor(34, 3, 128, 0), 34);        // a short chat: left whole
+  EXPECT_EQ(ApplyFloor(128, 12, 128, 0), 128);     // at the floor: left whole
+  EXPECT_EQ(ApplyFloor(129, 12, 128, 0), 128);     // above: never below the floor
+  EXPECT_EQ(ApplyFloor(2048, 204, 128, 32), 204);  // the tables' smallest budget: unchanged
+  EXPECT_EQ(ApplyFloor(300, 10, 0, 40), 40);       // floor 0: the hard minimum still holds
+  EXPECT_EQ(ApplyFloor(30, 10, 0, 40), 30);        // never more than the span
+  EXPECT_THROW(ApplyFloor(10, -1, 0, 0), Error);
 }
 
 }  // namespace

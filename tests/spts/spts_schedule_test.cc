@@ -47,6 +47,32 @@ TEST(SptsScheduleTest, DefaultsAt8K) {
   }
 }
 
+TEST(SptsScheduleTest, TheFloor) {
+  // Issue 29: at or below the floor every layer is dense (no skipping, no LTP); above it no
+  // stage activates or keeps fewer than the floor, here with proportional budgets that would
+  // give a 512-token prompt 16 tail tokens.
+  SptsSettings s;
+  s.floor = 128;
+  for (int64_t n : {34, 128}) {
+    for (const SptsLayerPlan& p : SptsSchedule::Make(s, kLayers, n)) {
+      EXPECT_FALSE(p.skip) << n;
+      EXPECT_EQ(p.active, n);
+      EXPECT_EQ(p.candidates, n);
+    }
+  }
+  s.fractions = true;
+  s.budgets = {2304.0 / 8192, 1792.0 / 8192, 1024.0 / 8192, 512.0 / 8192};
+  s.prune_margin = 256.0 / 8192;
+  const auto plans = SptsSchedule::Make(s, kLayers, 512);
+  EXPECT_TRUE(plans[9].skip);
+  EXPECT_EQ(plans[9].active, 144);     // 28 % of 512 is above the floor
+  EXPECT_EQ(plans[20].active, 128);    // 12.5 % would be 64
+  EXPECT_EQ(plans[26].prune_to, 128);  // 6.25 % - 3.1 % would be 16
+  EXPECT_EQ(plans[29].active, 128);
+  s.floor = 0;  // no floor: the fractions as they are
+  EXPECT_EQ(SptsSchedule::Make(s, kLayers, 512)[29].active, 16);
+}
+
 TEST(SptsScheduleTest, ShortPromptsClampBudgets) {
   SptsSettings s;
   const auto plans = SptsSchedule::Make(s, kLayers, 2000);

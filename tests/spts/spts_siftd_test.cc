@@ -88,9 +88,11 @@ class SptsSiftdTest : public ::testing::Test {
 };
 
 TEST_F(SptsSiftdTest, AnswersWithCompressedCache) {
-  // Budgets small enough for this ~90-token prompt to be compressed.
+  // Budgets small enough for this ~90-token prompt to be compressed (floor 0: no floor).
   const json f = Generate(
-      "a", {{"prefill", {{"proxy", proxy_}, {"budgets", {48, 40, 32, 24}}, {"prune_margin", 8}}}});
+      "a",
+      {{"prefill",
+        {{"proxy", proxy_}, {"budgets", {48, 40, 32, 24}}, {"prune_margin", 8}, {"floor", 0}}}});
   ASSERT_EQ(f["type"], "final") << f.dump() << "\n" << daemon_->log();
   EXPECT_FALSE(f["text"].get<std::string>().empty());
   EXPECT_GE(f["usage"]["completion_tokens"].get<int>(), 1);
@@ -108,6 +110,7 @@ TEST_F(SptsSiftdTest, AblationsAnswer) {
     json params = p;
     params["proxy"] = proxy_;
     params["budgets"] = {48, 40, 32, 24};
+    params["floor"] = 0;  // below the ~90-token prompt: compress it
     const json f = Generate("ab" + p.dump(), {{"prefill", params}});
     ASSERT_EQ(f["type"], "final") << p.dump() << ": " << f.dump();
     EXPECT_LT(f["stats"]["kv_bytes"].get<int64_t>(), f["stats"]["kv_bytes_full"].get<int64_t>());

@@ -17,6 +17,11 @@ SelectStageBase::SelectStageBase(const StageParams& params, Signal signal) : sig
   }
   query_aware_ = params.GetBool("query_aware", true);
   rerotate_ = params.GetBool("rerotate", false);
+  floor_ = params.GetInt("floor", kDefaultFloor, 0, kMaxFloor);
+}
+
+int64_t SelectStageBase::QuestionKept(int64_t question_tokens) {
+  return question_tokens <= kMaxKeptQuestion ? std::max<int64_t>(0, question_tokens) : 0;
 }
 
 void SelectStageBase::ReadScoring(const StageParams& params, int64_t default_window,
@@ -80,10 +85,11 @@ std::map<int64_t, AttentionStats> SelectStageBase::ContextOnlyStats(
 }
 
 Status SelectStageBase::LayerIndices(int64_t layer, const std::map<int64_t, AttentionStats>& stats,
-                                     int64_t n_c, int64_t budget, int64_t heads,
-                                     const at::TensorOptions& index_options,
+                                     int64_t n_c, int64_t budget, int64_t question_kept,
+                                     int64_t heads, const at::TensorOptions& index_options,
                                      at::Tensor* idx) const {
-  const int64_t kept_window = std::clamp<int64_t>(KeptWindow(budget), 0, budget);
+  const int64_t kept_window =
+      std::clamp<int64_t>(std::max(KeptWindow(budget), question_kept), 0, budget);
   const int64_t p = n_c - kept_window;
   at::Tensor scores;
   if (signal_ != Signal::kNone) {
@@ -119,16 +125,19 @@ Status SelectStageBase::RunOn(const Model* model, RequestState& state, StageCont
   const int64_t qb = std::clamp<int64_t>(state.question_begin, 0, n);
   const bool context_only = !query_aware_ && qb > 0 && qb < n;
   const int64_t n_c = context_only ? qb : n;
-  if (context_only && model == nullptr) {
-    return Status(StatusCode::kFailedPrecondition, "no_model",
-                  "context-only selection needs the model");
-  }
 
   std::vector<int64_t> selected;
   for (int64_t l = 0; l < layers; ++l) {
     if (!state.plan.reuse_leader.count(l)) selected.push_back(l);
   }
-  const std::vector<int64_t> budgets = LayerBudgets(layers, n_c, budget_.Resolve(n_c));
+  // The floor (selection_ops.h ApplyFloor): the hard minimum is what every layer always keeps,
+  // the sinks plus the tail of the span (the observation window and, query-aware, the question).
+  const int64_t question_kept = context_only ? 0 : QuestionKept(n - qb);
+  const int64_t hard_minimum =
+      std::min(n_c, Sinks() + std::max(window_, std::min(question_kept, n_c)));
+  std::vector<int64_t> budgets =
+      LayerBudgets(layers, n_c, ApplyFloor(n_c, budget_.Resolve(n_c), floor_, hard_minimum));
+  for (int64_t& b : budgets) b = std::max(b, hard_minimum);
   bool evicts = false;
   for (int64_t l : selected) {
     if (cache.size(l) != n) {
@@ -137,6 +146,10 @@ Status SelectStageBase::RunOn(const Model* model, RequestState& state, StageCont
                         std::to_string(l) + " holds " + std::to_string(cache.size(l)) + ")");
     }
     evicts = evicts || budgets[l] < n_c;
+  }
+  if (evicts && context_only && model == nullptr) {
+    return Status(StatusCode::kFailedPrecondition, "no_model",
+                  "context-only selection needs the model");
   }
 
   // The signal per selected layer: from the prefill, or recomputed for context-only spans.
@@ -154,7 +167,8 @@ Status SelectStageBase::RunOn(const Model* model, RequestState& state, StageCont
     if (!evicts || budget >= n_c) {
       idx = at::arange(evicts && context_only ? n_c : n, index_options).expand({heads, -1});
     } else {
-      SIFT_RETURN_IF_ERROR(LayerIndices(l, stats, n_c, budget, heads, index_options, &idx));
+      SIFT_RETURN_IF_ERROR(
+          LayerIndices(l, stats, n_c, budget, question_kept, heads, index_options, &idx));
     }
     SIFT_RETURN_IF_ERROR(ApplyLayerSelection(model, state, l, idx, rerotate_));
     context.Progress("select", l + 1, layers);

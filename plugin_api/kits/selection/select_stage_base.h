@@ -15,11 +15,17 @@
 //            the last `window` context tokens, recomputed from the cache; the question's own
 //            entries are dropped and the question is prefilled again on the compressed cache,
 //            as kvpress does);
-//         2. layer budget L (budget or keep_ratio of the span; PyramidKV varies it per layer);
-//            L >= span: the layer is left as is (no-op);
-//         3. the last KeptWindow(L) tokens are always kept; the rest of the budget is chosen
-//            by ChoosePrefix from the prefix scores: signal columns [0, p), pooled per query
-//            head (Pool1d), then aggregated over each KV head's query group (AggregateGqa);
+//         2. layer budget L (budget or keep_ratio of the span, raised to the floor:
+//            ApplyFloor; PyramidKV then varies it per layer, each layer at least the hard
+//            minimum); L >= span: the layer is left as is (no-op), so a span at or below the
+//            floor is never compressed;
+//         3. the last max(KeptWindow(L), question) tokens are always kept (the question span,
+//            query-aware only, when it is at most kMaxKeptQuestion tokens: a longer "question"
+//            is a document pasted into the last chat message, of which the window part stays);
+//            the rest of the budget is chosen by ChoosePrefix from the prefix scores: signal
+//            columns [0, p), pooled per query head (Pool1d), then aggregated over each KV
+//            head's query group (AggregateGqa). ChoosePrefix keeps the first Sinks() tokens
+//            (StreamingLLM) or the best-scored ones;
 //         4. KvCache::Select (memory really freed), state.kept_indices[layer] = [Hkv, m] sorted
 //            prompt indices, optional RoPE re-rotation to 0..m-1 (cache_edit.h).
 //         Without followers it then finishes (question re-prefill, next_position);
@@ -31,6 +37,12 @@
 //   keep_ratio   float in (0, 1], default 0.1 when budget is 0: fraction of the span kept
 //                                           (paper: "compression ratio 10%" = 0.1). Setting
 //                                           both is an error.
+//   floor        int >= 0, default 128      the compression floor (selection_ops.h
+//                                           ApplyFloor): a span of at most max(floor, hard
+//                                           minimum) entries is left whole; above it no layer
+//                                           keeps fewer. Hard minimum (also when a request sets
+//                                           floor = 0): Sinks() + max(window, question kept),
+//                                           what step 3 always keeps.
 //   query_aware  bool, default true         see 1. (true = SnapKV / LongBench protocol)
 //   rerotate     bool, default false        re-rotate kept keys to contiguous positions
 //
@@ -76,14 +88,22 @@ class SelectStageBase : public Stage {
   virtual std::vector<int64_t> LayerBudgets(int64_t num_layers, int64_t n_c, int64_t budget) const;
   // Trailing tokens of the span always kept for a layer budget L (clamped to L by the caller).
   virtual int64_t KeptWindow(int64_t layer_budget) const = 0;
+  // Leading tokens of the span ChoosePrefix always keeps (StreamingLLM's attention sinks).
+  virtual int64_t Sinks() const { return 0; }
   // `keep` indices in [0, p), sorted, per KV head ([heads, keep]) or shared ([keep]), created
   // with `index_options` (int64 on the cache's device). `scores` is [heads, p] on that device
   // (undefined for Signal::kNone).
   virtual at::Tensor ChoosePrefix(int64_t layer, const at::Tensor& scores, int64_t p, int64_t keep,
                                   int64_t heads, const at::TensorOptions& index_options) const = 0;
 
+  // The longest question span kept whole (step 3); the question tokens of a query-aware span
+  // that are always kept: question_tokens up to that length, else none.
+  static constexpr int64_t kMaxKeptQuestion = kDefaultFloor;
+  static int64_t QuestionKept(int64_t question_tokens);
+
   Signal signal_;
   Budget budget_;
+  int64_t floor_ = kDefaultFloor;
   bool query_aware_ = true;
   bool rerotate_ = false;
   int64_t window_ = 0;  // observation window (Signal::kWindow)
@@ -100,10 +120,10 @@ class SelectStageBase : public Stage {
                                                      const std::vector<int64_t>& selected,
                                                      int64_t qb, int64_t n_c) const;
   // The kept indices [Hkv, budget] of `layer`: ChoosePrefix over the pooled prefix scores plus
-  // the last KeptWindow tokens of the compressible span [0, n_c).
+  // the last max(KeptWindow, question_kept) tokens of the compressible span [0, n_c).
   Status LayerIndices(int64_t layer, const std::map<int64_t, AttentionStats>& stats, int64_t n_c,
-                      int64_t budget, int64_t heads, const at::TensorOptions& index_options,
-                      at::Tensor* idx) const;
+                      int64_t budget, int64_t question_kept, int64_t heads,
+                      const at::TensorOptions& index_options, at::Tensor* idx) const;
 };
 
 }  // namespace sift::plugins

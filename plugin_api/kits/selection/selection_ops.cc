@@ -20,4 +20,11 @@ int64_t Budget::Resolve(int64_t n) const {
   return std::clamp<int64_t>(k, 1, n);
 }
 
+int64_t ApplyFloor(int64_t n, int64_t budget, int64_t floor, int64_t hard_minimum) {
+  SIFT_CHECK(n >= 0 && budget >= 0 && floor >= 0 && hard_minimum >= 0,
+             "ApplyFloor: negative size (n ", n, ", budget ", budget, ", floor ", floor,
+             ", hard minimum ", hard_minimum, ")");
+  return std::min(n, std::max({budget, floor, hard_minimum}));
+}
+
 }  // namespace sift::plugins

@@ -2,7 +2,8 @@
 // the reuse plugin (layerwise).
 //
 // The index arithmetic every select plugin (snapkv, streamingllm, h2o, pyramidkv, chunkkv) shares:
-// the budget of a request and top-k in original order. The methods' own arithmetic lives in their
+// the budget of a request, the compression floor (also used by the filters gemfilter and ilre and
+// by prefill_skip) and top-k in original order. The methods' own arithmetic lives in their
 // plugins: ChunkKV's chunk selection in plugins/chunkkv/chunk_selection.h, PyramidKV's schedule in
 // plugins/pyramidkv/pyramid_schedule.h, the layer-wise reuse groups in
 // plugins/layerwise/layerwise_stage.h.
@@ -32,6 +33,23 @@ struct Budget {
   // than n.
   int64_t Resolve(int64_t n) const;
 };
+
+// The compression floor (docs/pipelines.md "The compression floor"): a stage never compresses a
+// span of at most `floor` entries, and above it never keeps fewer than `floor`, whatever
+// keep_ratio or budget say. Default 128: the smallest absolute budget the SnapKV, PyramidKV,
+// GemFilter and ILRe papers evaluate, below the smallest budget of the shipped accuracy tables
+// (docs/results/methods.md: keep_ratio 0.1 of 2K = 204; models.md: 10 % of 4K = 409), so those
+// results are unchanged. Every stage reads it as its `floor` parameter (int >= 0); whatever the
+// pipeline file or a request sets, the floor in force is at least the stage's hard minimum: the
+// entries it always keeps (sinks, question span, observation window), so `floor = 0` means "the
+// hard minimum only".
+inline constexpr int64_t kDefaultFloor = 128;
+inline constexpr int64_t kMaxFloor = int64_t{1} << 24;
+
+// Entries kept out of a span of n when the stage asks for `budget` and always keeps
+// `hard_minimum` of them: min(n, max(budget, floor, hard_minimum)); n (nothing evicted) when n is
+// at or below max(floor, hard_minimum). Negative arguments throw sift::Error.
+int64_t ApplyFloor(int64_t n, int64_t budget, int64_t floor, int64_t hard_minimum);
 
 }  // namespace sift::plugins
 
