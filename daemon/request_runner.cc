@@ -3,6 +3,7 @@
 #include <new>
 
 #include "daemon/log.h"
+#include "daemon/public_listing.h"
 #include "daemon/request_context.h"
 #include "sift/cost_report.h"
 #include "sift/error.h"
@@ -94,7 +95,7 @@ json CatalogBackend::List() {
   if (!out.is_object()) out = json::object();
   out["model"] = ModelInfo();
   out["catalog_generation"] = snapshot ? snapshot->generation() : 0;
-  return out;
+  return PublicListing(std::move(out));  // clients see names, not the operator's paths
 }
 
 json CatalogBackend::Describe() {
