@@ -230,6 +230,12 @@ TEST_F(OpenAiPeerTest, OnePeerCannotTakeEveryConnectionSlot) {
     ASSERT_GE(fd, 0);
     idle.push_back(fd);
   }
+  // Another peer, while the first holds its 8 (the idle timeout is 1 s: ask at once).
+  const auto start = Clock::now();
+  const std::string other = Exchange(Address(), Get("/v1/models"), "127.0.0.2", 5000);
+  const double took_s = std::chrono::duration<double>(Clock::now() - start).count();
+  EXPECT_EQ(StatusOf(other), 200) << other.substr(0, 300);
+  EXPECT_LT(took_s, 1.0);
   for (size_t i = 8; i < idle.size(); ++i) {
     const std::string r = ReadUntilClosed(idle[i], 5000);
     if (StatusOf(r) == 503 && r.find("too_many_connections_from_peer") != std::string::npos) {
@@ -237,12 +243,6 @@ TEST_F(OpenAiPeerTest, OnePeerCannotTakeEveryConnectionSlot) {
     }
   }
   EXPECT_EQ(refused, 56);
-  // Another peer, while the first still holds its 8 (the idle timeout is 1 s: ask at once).
-  const auto start = Clock::now();
-  const std::string other = Exchange(Address(), Get("/v1/models"), "127.0.0.2", 5000);
-  const double took_s = std::chrono::duration<double>(Clock::now() - start).count();
-  EXPECT_EQ(StatusOf(other), 200) << other.substr(0, 300);
-  EXPECT_LT(took_s, 1.0);
   // The 8 idle connections are closed by the idle timeout.
   for (size_t i = 0; i < 8; ++i) {
     bool closed = false;
@@ -253,8 +253,14 @@ TEST_F(OpenAiPeerTest, OnePeerCannotTakeEveryConnectionSlot) {
   EXPECT_GE(Metric(*daemon_, "sift_openai_connections_refused_total",
                    "reason=\"too_many_connections_from_peer\""),
             56);
-  // And the peer itself is served again.
-  EXPECT_EQ(StatusOf(Exchange(Address(), Get("/v1/models"))), 200);
+  // And the peer itself is served again, once its closed connections have given their slots
+  // back.
+  int status = 0;
+  for (int i = 0; i < 50 && status != 200; ++i) {
+    if (i > 0) std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    status = StatusOf(Exchange(Address(), Get("/v1/models")));
+  }
+  EXPECT_EQ(status, 200);
 }
 
 // Row 1 (keys) and row 7 (HTTP): a request without a valid API key is refused as soon as its
