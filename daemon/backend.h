@@ -25,7 +25,8 @@ class Backend {
   // so the request finishes on it even if a reload replaces it), or nullptr if unknown.
   virtual std::shared_ptr<const void> FindPipeline(const std::string& name,
                                                    uint64_t* generation) = 0;
-  // Body of a `listing` reply: {"pipelines": [...], "plugins": [...], "model": {...}}.
+  // Body of a `listing` reply: {"pipelines": [...], "plugins": [...], "model": {...}}, as
+  // clients may see it (file names, no directories: public_listing.h).
   virtual nlohmann::json List() = 0;
   // Small facts for `pong`: {"model": name, "catalog_generation": n, ...}.
   virtual nlohmann::json Describe() = 0;

@@ -1,7 +1,10 @@
 #include "daemon/curve.h"
 
 #include <sys/stat.h>
+#include <unistd.h>
 
+#include <cctype>
+#include <cerrno>
 #include <cstdio>
 #include <fstream>
 #include <sstream>
@@ -38,14 +41,79 @@ Status ReadLines(const std::string& file, std::vector<std::string>* lines) {
   return Status::Ok();
 }
 
-Status WriteFile(const std::string& path, const std::string& text, mode_t mode) {
-  const std::string tmp = path + ".tmp";
+// Writes `text` to a new file `path`; refuses (and leaves it alone) if `path` exists. The text
+// goes to a private temporary first and is linked into place, so no reader sees half a key and
+// an existing file is never replaced.
+Status WriteNewFile(const std::string& path, const std::string& text, mode_t mode) {
+  const std::string tmp = path + ".tmp." + std::to_string(::getpid());
   FILE* f = std::fopen(tmp.c_str(), "w");
   if (!f) return Status(StatusCode::kInternal, "curve_key_file", path + ": cannot write");
   ::chmod(tmp.c_str(), mode);
   const bool ok = std::fwrite(text.data(), 1, text.size(), f) == text.size();
-  if (std::fclose(f) != 0 || !ok || std::rename(tmp.c_str(), path.c_str()) != 0) {
-    return Status(StatusCode::kInternal, "curve_key_file", path + ": write failed");
+  const bool closed = std::fclose(f) == 0;
+  const int linked = ok && closed ? ::link(tmp.c_str(), path.c_str()) : -1;
+  const int link_errno = errno;
+  std::remove(tmp.c_str());
+  if (linked != 0 && ok && closed && link_errno == EEXIST) {
+    return Status(StatusCode::kAlreadyExists, "curve_key_exists",
+                  path +
+                      ": already exists; not overwritten (remove it first, or choose "
+                      "another PREFIX)");
+  }
+  if (linked != 0) return Status(StatusCode::kInternal, "curve_key_file", path + ": write failed");
+  return Status::Ok();
+}
+
+bool EndsWith(const std::string& s, const std::string& suffix) {
+  return s.size() >= suffix.size() &&
+         s.compare(s.size() - suffix.size(), suffix.size(), suffix) == 0;
+}
+
+// The first comment line of a key file, lower-cased ("" when none).
+std::string FirstComment(const std::string& file) {
+  std::ifstream in(file);
+  std::string line;
+  while (std::getline(in, line)) {
+    line = Trim(line);
+    if (line.empty()) continue;
+    if (line[0] != '#') return "";
+    for (char& c : line) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+    return line;
+  }
+  return "";
+}
+
+// A Z85 public key and a Z85 secret key look alike (40 characters, 32 bytes), so a public key
+// given as --curve-secret-key would start a server with another identity that no client
+// trusts. Refused here: a file whose comment says it is public (as --make-curve-keys writes),
+// a *.pub file, a key that equals its PREFIX.pub sibling instead of deriving it, and a key
+// listed among the authorised client public keys.
+Status CheckSecretKeyFile(const std::string& file, const CurveConfig& config) {
+  auto refuse = [&](const std::string& why) {
+    return Status(StatusCode::kInvalidArgument, "curve_public_key_as_secret",
+                  file + ": " + why +
+                      "; --curve-secret-key needs the server's SECRET key (PREFIX.key of "
+                      "--make-curve-keys), not a public key");
+  };
+  if (FirstComment(file).find("public") != std::string::npos) {
+    return refuse("the file says it holds a public key");
+  }
+  if (EndsWith(file, ".pub")) return refuse("a .pub file holds a public key");
+  if (config.client_keys.count(config.server_secret)) {
+    return refuse("this key is one of the authorised client PUBLIC keys");
+  }
+  if (EndsWith(file, ".key")) {
+    const std::string pub_file = file.substr(0, file.size() - 4) + ".pub";
+    std::string pub;
+    if (std::ifstream(pub_file) && ReadZ85Key(pub_file, &pub).ok()) {
+      if (pub == config.server_secret) return refuse("it equals " + pub_file);
+      if (pub != config.server_public) {
+        return Status(StatusCode::kInvalidArgument, "curve_key_mismatch",
+                      file + ": its public key is " + config.server_public + ", but " + pub_file +
+                          " holds " + pub +
+                          "; the pair does not match (was one of them replaced?)");
+      }
+    }
   }
   return Status::Ok();
 }
@@ -118,6 +186,12 @@ Status LoadCurveConfig(const std::string& secret_key_file, const std::string& cl
     return Status(StatusCode::kInvalidArgument, "curve_key_file",
                   client_keys_file + ": no client keys");
   }
+  if (!ValidZ85Key(secret_key_file)) {  // a file, not the key itself
+    SIFT_RETURN_IF_ERROR(CheckSecretKeyFile(secret_key_file, *config));
+  } else if (config->client_keys.count(config->server_secret)) {
+    return Status(StatusCode::kInvalidArgument, "curve_public_key_as_secret",
+                  "--curve-secret-key is one of the authorised client PUBLIC keys");
+  }
   config->enabled = true;
   return Status::Ok();
 }
@@ -131,17 +205,36 @@ Status MakeCurveKeyFiles(const std::string& prefix, std::string* summary) {
   if (zmq_curve_keypair(pub, sec) != 0) {
     return Status(StatusCode::kInternal, "curve_keygen", "zmq_curve_keypair failed");
   }
-  SIFT_RETURN_IF_ERROR(WriteFile(prefix + ".key", std::string(sec) + "\n", 0600));
-  SIFT_RETURN_IF_ERROR(WriteFile(prefix + ".pub", std::string(pub) + "\n", 0644));
+  // Never over an existing pair: that would lock out every client of the server using it.
+  for (const char* ext : {".key", ".pub"}) {
+    if (std::ifstream(prefix + ext)) {
+      return Status(StatusCode::kAlreadyExists, "curve_key_exists",
+                    prefix + ext +
+                        ": already exists; not overwritten (remove the pair first, "
+                        "or choose another PREFIX)");
+    }
+  }
+  SIFT_RETURN_IF_ERROR(WriteNewFile(
+      prefix + ".key", "# CURVE secret key (siftd --curve-secret-key)\n" + std::string(sec) + "\n",
+      0600));
+  const Status pub_written =
+      WriteNewFile(prefix + ".pub",
+                   "# CURVE public key (clients' server key; authorised-client lists)\n" +
+                       std::string(pub) + "\n",
+                   0644);
+  if (!pub_written.ok()) {
+    std::remove((prefix + ".key").c_str());  // the one just written: no half pair left
+    return pub_written;
+  }
   *summary = "wrote " + prefix + ".key (secret, keep private) and " + prefix +
              ".pub (public: " + pub + ")";
   return Status::Ok();
 }
 
-void ServeZapRequest(zmq::socket_t& zap, const CurveConfig& config) {
+bool ServeZapRequest(zmq::socket_t& zap, const CurveConfig& config, PeerLogLimiter& log) {
   std::vector<zmq::message_t> req;
-  if (!zmq::recv_multipart(zap, std::back_inserter(req), zmq::recv_flags::dontwait)) return;
-  if (req.size() < 6) return;  // not a ZAP request; REP needs a reply anyway
+  if (!zmq::recv_multipart(zap, std::back_inserter(req), zmq::recv_flags::dontwait)) return false;
+  if (req.size() < 6) return false;  // not a ZAP request; REP needs a reply anyway
   const std::string version = req[0].to_string();
   const std::string request_id = req[1].to_string();
   const std::string address = req[3].to_string();
@@ -155,7 +248,7 @@ void ServeZapRequest(zmq::socket_t& zap, const CurveConfig& config) {
     ok = config.client_keys.count(client) > 0;
   }
   if (!ok) {
-    LogWarn("auth_denied", {{"address", address}, {"mechanism", mechanism}, {"key", client}});
+    log.Log(LogLevel::kWarn, "auth_denied", address, {{"mechanism", mechanism}, {"key", client}});
   } else {
     LogDebug("auth_ok", {{"address", address}, {"key", client}});
   }
@@ -165,6 +258,7 @@ void ServeZapRequest(zmq::socket_t& zap, const CurveConfig& config) {
   reply[2] = ok ? zmq::str_buffer("200") : zmq::str_buffer("400");
   reply[3] = ok ? zmq::str_buffer("OK") : zmq::str_buffer("client key not authorised");
   zmq::send_multipart(zap, reply);
+  return !ok;
 }
 
 }  // namespace sift::daemon

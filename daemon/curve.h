@@ -5,7 +5,10 @@
 // endpoint must complete a CURVE handshake with an authorised key (checked by the ZAP handler
 // the front end runs). Keys are Z85 text (40 characters), one key per file for the server's
 // secret key, one per line (with # comments) for authorised clients. `siftd --make-curve-keys
-// PREFIX` writes PREFIX.key (secret, mode 0600) and PREFIX.pub (public).
+// PREFIX` writes PREFIX.key (secret, mode 0600) and PREFIX.pub (public), each with a comment
+// line saying which it is, and refuses to overwrite an existing file. A public key given as the
+// server's secret key is refused at start (LoadCurveConfig: the file's comment, a .pub name, a
+// PREFIX.pub beside PREFIX.key that does not match, or an authorised client key).
 //
 // THREADING: pure functions; ServeZapRequest runs on the thread that owns the ZAP socket.
 // ERRORS:    loading and key generation return a Status naming the file and the problem.
@@ -16,6 +19,7 @@
 #include <string>
 #include <zmq.hpp>
 
+#include "daemon/peer_log_limiter.h"
 #include "sift/status.h"
 
 namespace sift::daemon {
@@ -40,8 +44,9 @@ Status LoadCurveConfig(const std::string& secret_key_file, const std::string& cl
 Status MakeCurveKeyFiles(const std::string& prefix, std::string* summary);
 
 // Answers one ZAP request waiting on `zap` (a REP socket bound to inproc://zeromq.zap.01):
-// 200 for a CURVE client whose key is authorised, 400 otherwise (logged).
-void ServeZapRequest(zmq::socket_t& zap, const CurveConfig& config);
+// 200 for a CURVE client whose key is authorised, 400 otherwise, logged as auth_denied through
+// `log` (at most one line per interval per peer address). Returns true for a refusal.
+bool ServeZapRequest(zmq::socket_t& zap, const CurveConfig& config, PeerLogLimiter& log);
 
 }  // namespace sift::daemon
 

@@ -54,6 +54,8 @@ FrontEndOptions MakeFrontEndOptions(const DaemonOptions& o, const CurveConfig& c
   fo.heartbeat_ms = o.heartbeat_ms;
   fo.drain_timeout_ms = o.drain_timeout_ms;
   fo.default_deadline_ms = o.default_deadline_ms;
+  fo.max_tokens_limit = o.max_tokens_limit;
+  fo.allow_ignore_eos = o.allow_ignore_eos;
   return fo;
 }
 
@@ -64,6 +66,8 @@ OpenAiServerOptions MakeOpenAiOptions(const DaemonOptions& o) {
   oo.max_body_bytes = o.openai_max_body_bytes;
   oo.max_connections = o.openai_max_connections;
   oo.timeout_ms = o.openai_timeout_ms;
+  oo.idle_timeout_ms = o.openai_idle_timeout_ms;
+  oo.max_connections_per_peer = o.openai_max_connections_per_peer;
   return oo;
 }
 

@@ -17,6 +17,8 @@
 namespace sift::daemon {
 namespace {
 
+constexpr int kHandshakeMs = 5000;
+
 using json = nlohmann::json;
 
 constexpr int kHousekeepingMs = 20;
@@ -58,6 +60,8 @@ FrontEnd::FrontEnd(FrontEndOptions options, Backend& backend, Metrics& metrics)
       context_(1) {
   metrics_.DeclareCounter("sift_requests_total",
                           "Generate requests by pipeline and outcome (ok or an error code).");
+  metrics_.DeclareCounter("sift_auth_denied_total",
+                          "CURVE handshakes refused (unknown client key or no CURVE).");
   metrics_.DeclareHistogram("sift_request_ttft_seconds",
                             "Time from arrival to the first generated token.",
                             Metrics::LatencyBuckets());
@@ -153,6 +157,9 @@ Status FrontEnd::Start() {
     router_.set(zmq::sockopt::sndhwm, options_.hwm);
     router_.set(zmq::sockopt::rcvhwm, options_.hwm);
     router_.set(zmq::sockopt::linger, options_.linger_ms);
+    // A connection that has not completed its ZMTP (and CURVE) handshake within this is
+    // dropped: an idle or unauthenticated peer cannot hold a socket for long.
+    router_.set(zmq::sockopt::handshake_ivl, kHandshakeMs);
     // Hard cap per frame; messages between max_message_bytes and this get a clear error.
     router_.set(zmq::sockopt::maxmsgsize,
                 std::max<int64_t>(options_.max_message_bytes * 4, options_.max_message_bytes));
@@ -283,7 +290,9 @@ void FrontEnd::IoLoop() {
       }
     }
     if (zap_ && items.size() > 3 && (items[3].revents & ZMQ_POLLIN)) {
-      ServeZapRequest(zap_, options_.curve);
+      if (ServeZapRequest(zap_, options_.curve, auth_log_)) {
+        metrics_.Add("sift_auth_denied_total", {});
+      }
     }
     FlushBacklogs();
     const auto now = Clock::now();
@@ -464,9 +473,10 @@ void FrontEnd::HandleList(const std::string& identity, const ClientMessage& mess
   Transmit(identity, listing);
 }
 
-// The admission checks before the queue: refused while draining, for an id in flight on the
-// same connection, an unknown pipeline, or past the per-connection limit (each answered here,
-// returning null). Otherwise the pipeline's handle on the current catalog snapshot.
+// The admission checks before the queue: refused while draining, for ignore_eos the operator
+// has not allowed, for an id in flight on the same connection, an unknown pipeline, or past the
+// per-connection limit (each answered here, returning null). Otherwise the pipeline's handle on the
+// current catalog snapshot.
 std::shared_ptr<const void> FrontEnd::CheckAdmission(const std::string& identity,
                                                      const ClientMessage& message,
                                                      const std::string& key, uint64_t* generation) {
@@ -476,6 +486,14 @@ std::shared_ptr<const void> FrontEnd::CheckAdmission(const std::string& identity
     Reject(identity, message,
            Status(StatusCode::kUnavailable, "shutting_down",
                   "the daemon is draining for shutdown; retry on another instance"));
+    return nullptr;
+  }
+  if (g.ignore_eos && !options_.allow_ignore_eos) {
+    metrics_.Add("sift_admission_rejections_total", {{"reason", "ignore_eos_not_allowed"}});
+    Reject(identity, message,
+           Status(StatusCode::kInvalidArgument, "ignore_eos_not_allowed",
+                  "ignore_eos is not allowed by this daemon (the operator enables it with "
+                  "--allow-ignore-eos true)"));
     return nullptr;
   }
   if (live_.count(key)) {
@@ -532,6 +550,8 @@ void FrontEnd::HandleGenerate(const std::string& identity, ClientMessage& messag
   request->received = received;
   const int64_t deadline_ms = g.deadline_ms > 0 ? g.deadline_ms : options_.default_deadline_ms;
   if (deadline_ms > 0) request->deadline = received + std::chrono::milliseconds(deadline_ms);
+  // The server-side cap: a client cannot make one request generate more than this.
+  g.max_tokens = std::min(g.max_tokens, options_.max_tokens_limit);
   request->request = std::move(g);
   request->request.deadline_ms = deadline_ms;
   const std::string id = request->request.id;

@@ -53,6 +53,7 @@
 #include "daemon/curve.h"
 #include "daemon/json_limits.h"
 #include "daemon/metrics.h"
+#include "daemon/peer_log_limiter.h"
 #include "daemon/scheduler.h"
 
 namespace sift::daemon {
@@ -83,6 +84,8 @@ struct FrontEndOptions {
   int zmq_heartbeat_ms = 5000;           // ZMTP PING interval (timeout = 3x)
   int drain_timeout_ms = 30000;
   int64_t default_deadline_ms = 0;  // applied when a request has none; 0 = none
+  int64_t max_tokens_limit = 4096;  // a request's max_tokens is lowered to this
+  bool allow_ignore_eos = false;    // false: ignore_eos is refused (ignore_eos_not_allowed)
   size_t client_backlog = 10000;    // messages held for a client that is not reading
 };
 
@@ -197,6 +200,7 @@ class FrontEnd final : public ReplySink {
   zmq::socket_t router_;
   zmq::socket_t zap_;
   zmq::socket_t monitor_;  // PAIR end of the ROUTER's socket monitor (disconnect events)
+  PeerLogLimiter auth_log_{&metrics_};  // auth_denied lines: one per peer per interval
   std::thread io_thread_;
   std::function<void()> on_stopped_;
 

@@ -12,8 +12,9 @@ namespace {
 using json = nlohmann::json;
 
 constexpr std::string_view kModelPrefix = "sift/";
-// Chat without a limit generates until the context is full: the largest max_tokens SIFT/1
-// takes; the request builder lowers it to what the context leaves.
+// Chat without a limit generates as much as the daemon allows: the largest max_tokens SIFT/1
+// takes, which the front end lowers to --max-tokens-limit and the request builder to what the
+// context leaves.
 constexpr int64_t kChatDefaultMaxTokens = 1 << 20;
 
 Status Fail(const std::string& reason, const std::string& field, const std::string& message,
@@ -322,7 +323,11 @@ Status ParseOpenAiRequest(OpenAiEndpoint endpoint, std::string_view body, const 
 
   const std::string text = Serialize(header);
   ClientMessage message;
-  const Status status = ParseClientMessage({kMagic, text}, &message);
+  // The translation of a body the HTTP port has already bounded (--openai-max-body-bytes): its
+  // size is not held to --max-header-bytes, the ZeroMQ port's limit; the other limits apply.
+  JsonLimits header_limits;
+  header_limits.max_bytes = std::max(header_limits.max_bytes, text.size());
+  const Status status = ParseClientMessage({kMagic, text}, &message, header_limits);
   if (!status.ok()) return Rename(status, max_name, param);
   out->generate = std::move(message.generate);
   if (deadline_ms > 0) {

@@ -6,8 +6,9 @@
 // both front ends accept exactly the same values; error messages name the OpenAI field.
 //   model                         the pipeline ("sift/<pipeline>" also accepted)
 //   messages / prompt             `messages` (chat template) / `prompt` or `tokens` (raw)
-//   max_completion_tokens,        max_tokens; absent: chat generates until the context is full,
-//   max_tokens                    completions 16 (OpenAI's defaults)
+//   max_completion_tokens,        max_tokens; absent: chat generates as much as the daemon
+//   max_tokens                    allows (--max-tokens-limit, or until the context is full),
+//                                 completions 16 (OpenAI's defaults)
 //   temperature, top_p, seed      sampling (temperature defaults to 1, as OpenAI's)
 //   stop, stream,                 as in OpenAI's API
 //   stream_options.include_usage

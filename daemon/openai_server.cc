@@ -1,5 +1,9 @@
 #include "daemon/openai_server.h"
 
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <sys/socket.h>
+
 #include <algorithm>
 #include <array>
 #include <atomic>
@@ -7,6 +11,7 @@
 #include <boost/beast/core.hpp>
 #include <boost/beast/http.hpp>
 #include <cctype>
+#include <cerrno>
 #include <chrono>
 #include <deque>
 #include <mutex>
@@ -20,6 +25,7 @@
 #include "daemon/log.h"
 #include "daemon/openai_request.h"
 #include "daemon/openai_response.h"
+#include "daemon/peer_log_limiter.h"
 
 namespace sift::daemon {
 namespace {
@@ -34,6 +40,7 @@ using error_code = boost::system::error_code;
 constexpr uint32_t kHeaderLimit = 16 * 1024;
 constexpr size_t kMaxPendingWriteBytes = 8 << 20;  // a stream the client does not read
 constexpr int kLingerMs = 1000;  // after a closing error response: drain unread input this long
+constexpr int kHalfCloseProbeMs = 200;  // a non-streamed request whose client sent its FIN
 constexpr char kServerName[] = "siftd";
 constexpr char kDeadlineHeader[] = "X-Sift-Deadline-Ms";
 
@@ -96,6 +103,7 @@ class OpenAiServerImpl {
         backend_(backend),
         metrics_(metrics),
         hub_(std::make_shared<Hub>()),
+        log_limiter_(&metrics),
         created_(UnixNow()),
         acceptor_(io_),
         accept_retry_(io_),
@@ -105,6 +113,9 @@ class OpenAiServerImpl {
                             "(499: the client went away first).");
     metrics_.DeclareGauge("sift_openai_connections", "Open connections on the OpenAI HTTP port.",
                           [this] { return static_cast<double>(connections_.load()); });
+    metrics_.DeclareCounter("sift_openai_connections_refused_total",
+                            "Connections refused with 503 at accept, by reason "
+                            "(too_many_connections, too_many_connections_from_peer).");
   }
   ~OpenAiServerImpl() {
     Stop(0);
@@ -129,6 +140,12 @@ class OpenAiServerImpl {
   }
   void Register(const std::shared_ptr<OpenAiSession>& session);
   void Unregister(OpenAiSession* session);
+  // A connection slot for a new connection from `ip`: "" when taken, else the refusal reason
+  // (too_many_connections, too_many_connections_from_peer). ReleaseSlot gives it back.
+  std::string TakeSlot(const std::string& ip);
+  void ReleaseSlot(const std::string& ip);
+  // Log lines a peer causes before it is authenticated: at most one per interval per peer.
+  PeerLogLimiter& log_limiter() { return log_limiter_; }
 
  private:
   void Accept();
@@ -145,10 +162,14 @@ class OpenAiServerImpl {
   Metrics& metrics_;
   ApiKeys keys_;
   std::shared_ptr<Hub> hub_;
+  PeerLogLimiter log_limiter_;
   std::string address_;
   const int64_t created_;
   std::atomic<bool> stopping_{false};
-  std::atomic<int> connections_{0};
+  std::atomic<int> connections_{0};  // open sockets, refused ones included
+  std::mutex slots_mu_;
+  int slots_ = 0;                                  // connections holding a slot
+  std::unordered_map<std::string, int> per_peer_;  // slots by client IP address
   std::mutex sessions_mu_;
   std::unordered_map<OpenAiSession*, std::weak_ptr<OpenAiSession>> sessions_;
   asio::io_context io_;
@@ -164,12 +185,15 @@ class OpenAiServerImpl {
 // completion at a time, and writes its response (whole, or as a server-sent-event stream).
 class OpenAiSession : public std::enable_shared_from_this<OpenAiSession> {
  public:
-  OpenAiSession(tcp::socket socket, OpenAiServerImpl& server, bool over_capacity)
+  // `ip` is the peer's address; `refusal` "" when the connection holds a slot, else why not.
+  OpenAiSession(tcp::socket socket, OpenAiServerImpl& server, std::string ip, std::string refusal)
       : socket_(std::move(socket)),
         server_(server),
         read_timer_(socket_.get_executor()),
         write_timer_(socket_.get_executor()),
-        over_capacity_(over_capacity) {
+        probe_timer_(socket_.get_executor()),
+        ip_(std::move(ip)),
+        refusal_(std::move(refusal)) {
     error_code ec;
     socket_.set_option(tcp::no_delay(true), ec);
     const tcp::endpoint peer = socket_.remote_endpoint(ec);
@@ -177,6 +201,7 @@ class OpenAiSession : public std::enable_shared_from_this<OpenAiSession> {
   }
   ~OpenAiSession() {
     server_.Unregister(this);
+    if (refusal_.empty()) server_.ReleaseSlot(ip_);
     server_.connections_.fetch_sub(1);
   }
 
@@ -185,12 +210,15 @@ class OpenAiSession : public std::enable_shared_from_this<OpenAiSession> {
 
   void Start() {
     server_.Register(shared_from_this());
-    if (over_capacity_) {
+    if (!refusal_.empty()) {
       close_after_response_ = true;
-      RespondError("other", HttpLevelError(503, "too_many_connections",
-                                           "too many open connections (" +
-                                               std::to_string(server_.options().max_connections) +
-                                               "); retry later"));
+      const bool per_peer = refusal_ == "too_many_connections_from_peer";
+      const int limit =
+          per_peer ? server_.options().max_connections_per_peer : server_.options().max_connections;
+      RespondError("other", HttpLevelError(503, refusal_,
+                                           std::string("too many open connections") +
+                                               (per_peer ? " from your address (" : " (") +
+                                               std::to_string(limit) + "); retry later"));
       return;
     }
     ReadHeader();
@@ -245,6 +273,8 @@ class OpenAiSession : public std::enable_shared_from_this<OpenAiSession> {
   // ---- connection ----
   void Watch();
   void OnWatch(const error_code& ec);
+  void OnHalfClose();
+  void Probe();
   void ClientGone(const char* why);
   void GracefulClose();
   void Close();
@@ -253,7 +283,9 @@ class OpenAiSession : public std::enable_shared_from_this<OpenAiSession> {
   OpenAiServerImpl& server_;
   asio::steady_timer read_timer_;
   asio::steady_timer write_timer_;
-  const bool over_capacity_;
+  asio::steady_timer probe_timer_;
+  const std::string ip_;       // the peer's address (its slot, its log limit)
+  const std::string refusal_;  // "": holds a slot; else the 503's reason
   std::string peer_;
   beast::flat_buffer buffer_;
   std::optional<http::request_parser<http::string_body>> parser_;
@@ -277,6 +309,8 @@ class OpenAiSession : public std::enable_shared_from_this<OpenAiSession> {
   bool role_sent_ = false;
   bool watching_ = false;
   bool read_after_watch_ = false;
+  bool half_closed_ = false;  // the client sent its FIN after the request
+  bool probe_sent_ = false;   // the one urgent byte of a half-closed connection
 
   std::deque<Write> writes_;
   size_t pending_bytes_ = 0;
@@ -334,7 +368,9 @@ void OpenAiSession::ReadHeader() {
   parser_.emplace();
   parser_->header_limit(kHeaderLimit);
   parser_->body_limit(static_cast<uint64_t>(server_.options().max_body_bytes));
-  ArmReadTimer(server_.options().timeout_ms);
+  // The short limit: a connection that sends nothing (or only a slow header, or no valid API
+  // key) gives its slot back after idle_timeout_ms, not after the request timeout.
+  ArmReadTimer(server_.options().idle_timeout_ms);
   http::async_read_header(
       socket_, buffer_, *parser_,
       [self = shared_from_this()](const error_code& ec, size_t) { self->OnHeader(ec); });
@@ -427,8 +463,10 @@ void OpenAiSession::OnBody(const error_code& ec) {
 
 void OpenAiSession::RejectAndClose(int status, const std::string& code,
                                    const std::string& message) {
-  LogWarn("openai_bad_request",
-          {{"peer", peer_}, {"status", status}, {"code", code}, {"message", message}});
+  // Before (or instead of) authentication: rate-limited per peer address.
+  server_.log_limiter().Log(
+      LogLevel::kWarn, "openai_bad_request", ip_,
+      {{"connection", peer_}, {"status", status}, {"code", code}, {"message", message}});
   close_after_response_ = true;
   RespondError(endpoint_, HttpLevelError(status, code, message));
 }
@@ -755,7 +793,7 @@ void OpenAiSession::ResponseDone() {
 // While a completion runs nothing is read; a readable socket then means the client closed it
 // (or sent its next request early: then the watch ends and the bytes wait for ReadHeader).
 void OpenAiSession::Watch() {
-  if (closed_ || watching_) return;
+  if (closed_ || watching_ || half_closed_) return;
   watching_ = true;
   socket_.async_wait(tcp::socket::wait_read,
                      [self = shared_from_this()](const error_code& ec) { self->OnWatch(ec); });
@@ -781,9 +819,65 @@ void OpenAiSession::OnWatch(const error_code& ec) {
       }
       return;  // pipelined bytes: read after this response
     }
+    int error = 0;
+    socklen_t length = sizeof(error);
+    if (!aec && ::getsockopt(socket_.native_handle(), SOL_SOCKET, SO_ERROR, &error, &length) == 0 &&
+        error == 0) {
+      OnHalfClose();  // end of input, no error: a FIN
+      return;
+    }
   }
   ClientGone("disconnected");
   Close();
+}
+
+// The client sent its FIN after a complete request: a half-close (answered, then the
+// connection closes) or a close (nobody to answer). Nothing more is read; a write tells them
+// apart (a closed socket answers data with a reset), so a request whose response has not begun
+// is probed.
+void OpenAiSession::OnHalfClose() {
+  half_closed_ = true;
+  close_after_response_ = true;
+  LogDebug("openai_half_close", {{"peer", peer_}, {"req", request_id_}});
+  if (read_after_watch_) {  // the response was already written
+    read_after_watch_ = false;
+    if (writes_.empty()) GracefulClose();
+    return;
+  }
+  Probe();
+}
+
+// One urgent byte (MSG_OOB), once: a reader that has not asked for urgent data inline never
+// sees it (a second one could turn the first into ordinary data, so there is no second); a
+// socket its client closed answers it with a reset. Then every kHalfCloseProbeMs, while the
+// request runs and nothing has been written, the socket is checked for that reset.
+void OpenAiSession::Probe() {
+  if (closed_ || !in_flight_ || stream_started_ || writing_) return;
+  const int fd = socket_.native_handle();
+  bool gone = false;
+  if (!probe_sent_) {
+    probe_sent_ = true;
+    const char byte = 0;
+    gone = ::send(fd, &byte, 1, MSG_OOB | MSG_NOSIGNAL | MSG_DONTWAIT) < 0 && errno != EAGAIN &&
+           errno != EWOULDBLOCK;
+  } else {
+    int error = 0;
+    socklen_t length = sizeof(error);
+    tcp_info info{};
+    socklen_t info_length = sizeof(info);
+    gone = (::getsockopt(fd, SOL_SOCKET, SO_ERROR, &error, &length) == 0 && error != 0) ||
+           (::getsockopt(fd, IPPROTO_TCP, TCP_INFO, &info, &info_length) == 0 &&
+            info.tcpi_state == TCP_CLOSE);
+  }
+  if (gone) {
+    ClientGone("disconnected");
+    Close();
+    return;
+  }
+  probe_timer_.expires_after(std::chrono::milliseconds(kHalfCloseProbeMs));
+  probe_timer_.async_wait([self = shared_from_this()](const error_code& ec) {
+    if (!ec) self->Probe();
+  });
 }
 
 void OpenAiSession::ClientGone(const char* why) {
@@ -826,6 +920,7 @@ void OpenAiSession::Close() {
   error_code ignored;
   read_timer_.cancel();
   write_timer_.cancel();
+  probe_timer_.cancel();
   socket_.shutdown(tcp::socket::shutdown_both, ignored);
   socket_.close(ignored);
   // writes_ stays: a cancelled write may still refer to its buffers until its handler runs.
@@ -842,6 +937,23 @@ void OpenAiServerImpl::Register(const std::shared_ptr<OpenAiSession>& session) {
 void OpenAiServerImpl::Unregister(OpenAiSession* session) {
   std::lock_guard<std::mutex> lock(sessions_mu_);
   sessions_.erase(session);
+}
+
+std::string OpenAiServerImpl::TakeSlot(const std::string& ip) {
+  std::lock_guard<std::mutex> lock(slots_mu_);
+  if (slots_ >= options_.max_connections) return "too_many_connections";
+  int& mine = per_peer_[ip];
+  if (mine >= options_.max_connections_per_peer) return "too_many_connections_from_peer";
+  ++mine;
+  ++slots_;
+  return "";
+}
+
+void OpenAiServerImpl::ReleaseSlot(const std::string& ip) {
+  std::lock_guard<std::mutex> lock(slots_mu_);
+  --slots_;
+  auto it = per_peer_.find(ip);
+  if (it != per_peer_.end() && --it->second <= 0) per_peer_.erase(it);
 }
 
 template <typename Fn>
@@ -901,8 +1013,16 @@ void OpenAiServerImpl::Accept() {
       });
       return;
     }
-    const bool over = connections_.fetch_add(1) >= options_.max_connections;
-    std::make_shared<OpenAiSession>(std::move(socket), *this, over)->Start();
+    connections_.fetch_add(1);
+    error_code pec;
+    const tcp::endpoint peer = socket.remote_endpoint(pec);
+    const std::string ip = pec ? std::string("?") : peer.address().to_string();
+    std::string refusal = TakeSlot(ip);
+    if (!refusal.empty()) {
+      metrics_.Add("sift_openai_connections_refused_total", {{"reason", refusal}});
+      log_limiter_.Log(LogLevel::kWarn, "openai_connection_refused", ip, {{"reason", refusal}});
+    }
+    std::make_shared<OpenAiSession>(std::move(socket), *this, ip, std::move(refusal))->Start();
     Accept();
   });
 }
@@ -963,7 +1083,11 @@ Status OpenAiServer::CheckOptions(const OpenAiServerOptions& options) {
     return BadOption("--openai-max-body-bytes must be at least 1024");
   }
   if (options.max_connections < 1) return BadOption("--openai-max-connections must be >= 1");
+  if (options.max_connections_per_peer < 1) {
+    return BadOption("--openai-max-connections-per-peer must be >= 1");
+  }
   if (options.timeout_ms < 100) return BadOption("--openai-timeout-ms must be >= 100");
+  if (options.idle_timeout_ms < 100) return BadOption("--openai-idle-timeout-ms must be >= 100");
   return Status::Ok();
 }
 

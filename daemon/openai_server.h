@@ -10,10 +10,21 @@
 // reading for longer than the I/O timeout) has its request cancelled as `client_gone`.
 //
 // Limits: header <= 16 KiB (431), body <= max_body_bytes (413, checked against
-// Content-Length before the body is read), JSON nesting <= 64; a request's header and its
-// body must each arrive within timeout_ms, every write must finish within it, an idle
-// keep-alive connection is closed after it; at most max_connections connections (more get
-// 503). All sockets are served asynchronously by one thread: no thread per connection.
+// Content-Length before the body is read), JSON nesting <= 64. Idle connections are closed
+// sooner than busy ones: a request's header must be complete within idle_timeout_ms of the
+// connection opening or of the previous response (so the API key, checked as soon as the
+// header is read, is checked within it), its body within timeout_ms, every write within
+// timeout_ms. At most max_connections connections in all and max_connections_per_peer from
+// one IP address (more get 503 and are closed at once; they take no slot). All sockets are
+// served asynchronously by one thread: no thread per connection.
+//
+// Half-close: a client may shut down its sending side after a complete request (HTTP/1.1
+// allows it; `nc -N`): the request runs and is answered, then the connection is closed. As a
+// half-close and a close look alike until something is written, a non-streamed request whose
+// client sent its FIN is probed with one TCP urgent byte (invisible to a reader that has not
+// asked for urgent data inline); a closed client answers it with a reset, which is looked for
+// every 200 ms, and the request is cancelled as `client_gone`. Streams find out from their own
+// writes.
 //
 // Security: a non-loopback address needs API keys (Authorization: Bearer, api_keys.h), like
 // the CURVE rule of the ZeroMQ port; with keys every request needs one, on any address.
@@ -43,7 +54,9 @@ struct OpenAiServerOptions {
   std::string api_keys_file;  // required for a non-loopback host; "" = no keys
   int64_t max_body_bytes = 16 << 20;
   int max_connections = 512;
-  int timeout_ms = 30000;
+  int max_connections_per_peer = 16;  // per client IP address
+  int timeout_ms = 30000;             // a body's arrival, each write
+  int idle_timeout_ms = 5000;         // a header's arrival (new and keep-alive connections)
 };
 
 class OpenAiServer {

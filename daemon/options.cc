@@ -87,6 +87,11 @@ po::options_description ServingOptions(DaemonOptions* o) {
       "max-client-inflight",
       po::value(&o->max_client_inflight)->default_value(o->max_client_inflight),
       "admitted requests per client connection (0 = no limit)")(
+      "max-tokens-limit", po::value(&o->max_tokens_limit)->default_value(o->max_tokens_limit),
+      "tokens one request may generate, on both ports: a larger max_tokens (or an OpenAI chat "
+      "without one) is lowered to it")(
+      "allow-ignore-eos", po::value(&o->allow_ignore_eos)->default_value(o->allow_ignore_eos),
+      "true: clients may send ignore_eos (benchmarks); false: it is refused")(
       "preflight-timeout-ms",
       po::value(&o->preflight_timeout_ms)->default_value(o->preflight_timeout_ms),
       "how long a plugin file may take to load in the pre-flight child");
@@ -135,8 +140,16 @@ po::options_description OpenAiOptions(DaemonOptions* o) {
       "openai-max-connections",
       po::value(&o->openai_max_connections)->default_value(o->openai_max_connections),
       "open connections at most (503 beyond)")(
+      "openai-max-connections-per-peer",
+      po::value(&o->openai_max_connections_per_peer)
+          ->default_value(o->openai_max_connections_per_peer),
+      "open connections from one client IP address at most (503 beyond)")(
+      "openai-idle-timeout-ms",
+      po::value(&o->openai_idle_timeout_ms)->default_value(o->openai_idle_timeout_ms),
+      "how long a connection may wait before its next request's header is complete (new and "
+      "keep-alive connections)")(
       "openai-timeout-ms", po::value(&o->openai_timeout_ms)->default_value(o->openai_timeout_ms),
-      "limit for receiving a request's header, its body, each write, and keep-alive idling");
+      "limit for receiving a request's body and for each write");
   return openai;
 }
 
@@ -166,6 +179,13 @@ std::string Validate(const DaemonOptions& o) {
   if (o.openai_max_body_bytes < 1024 || o.openai_max_connections < 1 || o.openai_timeout_ms < 100) {
     return "--openai-max-body-bytes >= 1024, --openai-max-connections >= 1 and "
            "--openai-timeout-ms >= 100 are required";
+  }
+  if (o.openai_max_connections_per_peer < 1 || o.openai_idle_timeout_ms < 100) {
+    return "--openai-max-connections-per-peer >= 1 and --openai-idle-timeout-ms >= 100 are "
+           "required";
+  }
+  if (o.max_tokens_limit < 1 || o.max_tokens_limit > (1 << 20)) {
+    return "--max-tokens-limit must be in [1, 1048576]";
   }
   return "";
 }

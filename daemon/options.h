@@ -50,6 +50,8 @@ struct DaemonOptions {
   int64_t max_message_bytes = 64ll << 20;
   int64_t max_header_bytes = 8ll << 20;  // the JSON header frame (limits: docs/operations.md)
   int64_t max_client_inflight = 32;      // admitted requests per connection; 0 = no limit
+  int64_t max_tokens_limit = 4096;       // generated tokens per request, whatever it asks
+  bool allow_ignore_eos = false;         // whether clients may send ignore_eos
   // Security.
   std::string curve_secret_key;
   std::string curve_client_keys;
@@ -60,6 +62,8 @@ struct DaemonOptions {
   int64_t openai_max_body_bytes = 16ll << 20;
   int openai_max_connections = 512;
   int openai_timeout_ms = 30000;
+  int openai_idle_timeout_ms = 5000;         // idle keep-alive and a request header's arrival
+  int openai_max_connections_per_peer = 16;  // per client IP address
   // Operations.
   std::string log_level = "info";
   std::string ready_file;

@@ -1,5 +1,6 @@
 #include "daemon/protocol.h"
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <limits>
@@ -214,6 +215,7 @@ Status ParseGenerate(const json& h, const std::vector<std::string_view>& frames,
     }
     SIFT_RETURN_IF_ERROR(GetInt(*s, "top_k", "sampling.top_k", 0, 1 << 24, &g->top_k));
     SIFT_RETURN_IF_ERROR(GetDouble(*s, "top_p", "sampling.top_p", 0, 1, true, &g->top_p));
+    g->top_p = std::max(g->top_p, kMinTopP);  // same meaning, representable in float
     int64_t seed = 0;
     SIFT_RETURN_IF_ERROR(GetInt(*s, "seed", "sampling.seed", 0, INT64_MAX, &seed));
     g->seed = static_cast<uint64_t>(seed);

@@ -34,6 +34,11 @@ inline constexpr size_t kMaxStopStrings = 16;
 // The smallest positive sampling temperature (0 = greedy). Below it logits / temperature
 // overflows float and sampling degenerates; such values are refused, not rounded.
 inline constexpr double kMinTemperature = 1e-3;
+// The smallest top_p the sampler is given. A positive top_p below it (down to ~7e-46, which
+// rounds to 0 in float and would keep no token at all) is raised to it: the nucleus always
+// holds the most probable token, whose probability is at least 1 / vocabulary size (> 1e-9
+// for any vocabulary the protocol allows), so every top_p in (0, 1e-9] keeps exactly that token.
+inline constexpr double kMinTopP = 1e-9;
 // How much of an unparsed header is scanned for its "id" (to echo it in an error).
 inline constexpr size_t kIdScanBytes = 64 << 10;
 

@@ -5,6 +5,7 @@
 #include <string>
 
 #include "daemon/log.h"
+#include "daemon/public_listing.h"
 #include "daemon/request_context.h"
 #include "sift/cost_report.h"
 #include "sift/error.h"
@@ -122,7 +123,7 @@ json CatalogBackend::List() {
   if (!out.is_object()) out = json::object();
   out["model"] = ModelInfo();
   out["catalog_generation"] = snapshot ? snapshot->generation() : 0;
-  return out;
+  return PublicListing(std::move(out));  // clients see names, not the operator's paths
 }
 
 json CatalogBackend::Describe() {

@@ -6,6 +6,8 @@
 #include <nlohmann/json.hpp>
 
 #include "daemon/log.h"
+#include "daemon/peer_log_limiter.h"
+#include "daemon/public_listing.h"
 
 namespace sift::daemon {
 namespace {
@@ -51,6 +53,69 @@ TEST(LogTest, WritesOneJsonObjectPerLine) {
   EXPECT_EQ(j["level"], "info");
   EXPECT_EQ(j["req"], "r1");
   EXPECT_TRUE(j["ts"].get<std::string>().back() == 'Z');
+}
+
+// Lines an unauthenticated peer causes: the first per peer is written, the rest within the
+// interval are counted; another peer has its own allowance; the table stays bounded.
+TEST(PeerLogLimiterTest, OneLinePerPeerPerInterval) {
+  Metrics m;
+  PeerLogLimiter limiter(&m, /*interval_ms=*/60000, /*max_peers=*/4);
+  std::vector<std::string> lines;
+  SetLogSink([&](const std::string& line) { lines.push_back(line); });
+  int written = 0;
+  for (int i = 0; i < 200; ++i) {
+    written += limiter.Log(LogLevel::kWarn, "auth_denied", "10.0.0.1", {{"key", "k"}});
+  }
+  written += limiter.Log(LogLevel::kWarn, "auth_denied", "10.0.0.2", {});
+  for (int i = 0; i < 100; ++i) {  // many addresses: bounded by the shared "*" entry
+    written += limiter.Log(LogLevel::kWarn, "auth_denied", "10.1.0." + std::to_string(i), {});
+  }
+  SetLogSink(nullptr);
+  EXPECT_EQ(written, 2 + 2 + 1);  // .1, .2, two more fresh addresses, then "*" once
+  EXPECT_EQ(lines.size(), 5u);
+  const auto first = nlohmann::json::parse(lines[0]);
+  EXPECT_EQ(first["event"], "auth_denied");
+  EXPECT_EQ(first["peer"], "10.0.0.1");
+  EXPECT_EQ(first["key"], "k");
+  EXPECT_NE(m.Render().find("sift_log_suppressed_total{event=\"auth_denied\"} 296"),
+            std::string::npos)
+      << m.Render();
+}
+
+TEST(PeerLogLimiterTest, TheNextLineAfterTheIntervalSaysHowManyWereWithheld) {
+  PeerLogLimiter limiter(nullptr, /*interval_ms=*/1);
+  std::vector<std::string> lines;
+  SetLogSink([&](const std::string& line) { lines.push_back(line); });
+  limiter.Log(LogLevel::kWarn, "e", "p", {});
+  int suppressed = 0;
+  while (limiter.Log(LogLevel::kWarn, "e", "p", {}) == false) ++suppressed;
+  SetLogSink(nullptr);
+  ASSERT_EQ(lines.size(), 2u);
+  const auto second = nlohmann::json::parse(lines[1]);
+  if (suppressed > 0) {
+    EXPECT_EQ(second["suppressed"], suppressed);
+  } else {
+    EXPECT_FALSE(second.contains("suppressed"));
+  }
+}
+
+TEST(PublicListingTest, NamesNotPaths) {
+  nlohmann::json listing = {
+      {"pipelines",
+       {{{"name", "full"}, {"file", "/srv/sift/pipelines/full.toml"}, {"error", ""}},
+        {{"name", "bad"},
+         {"file", "/srv/sift/pipelines/bad.toml"},
+         {"error", "/srv/sift/pipelines/bad.toml: line 3: plugin 'x' (/srv/p/x.so) failed"}}}},
+      {"plugins", {{{"name", "x"}, {"file", "/srv/p/x.so"}, {"error", "a/b c"}}}},
+      {"model", {{"name", "M"}, {"path", "/models/m.gguf"}}}};
+  const nlohmann::json out = PublicListing(listing);
+  EXPECT_EQ(out["pipelines"][0]["file"], "full.toml");
+  EXPECT_EQ(out["pipelines"][1]["error"], "bad.toml: line 3: plugin 'x' (x.so) failed");
+  EXPECT_EQ(out["plugins"][0]["file"], "x.so");
+  EXPECT_EQ(out["plugins"][0]["error"], "a/b c");  // not absolute: left alone
+  EXPECT_EQ(out["model"]["path"], "m.gguf");
+  EXPECT_EQ(out["model"]["name"], "M");
+  EXPECT_EQ(out.dump().find("/srv"), std::string::npos);
 }
 
 }  // namespace

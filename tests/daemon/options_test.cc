@@ -30,6 +30,33 @@ TEST(OptionsTest, DefaultsServeFromTheRepositoryRoot) {
   EXPECT_EQ(o.http, "127.0.0.1:7701");
   EXPECT_EQ(o.workers, 1);
   EXPECT_EQ(o.queue_size, 64);
+  // The limits one peer meets (docs/operations.md section 6).
+  EXPECT_EQ(o.max_tokens_limit, 4096);
+  EXPECT_FALSE(o.allow_ignore_eos);
+  EXPECT_EQ(o.openai_max_connections_per_peer, 16);
+  EXPECT_EQ(o.openai_idle_timeout_ms, 5000);
+}
+
+TEST(OptionsTest, PeerLimits) {
+  DaemonOptions o;
+  std::string message;
+  ASSERT_EQ(Parse({"--max-tokens-limit", "64", "--allow-ignore-eos", "true",
+                   "--openai-max-connections-per-peer", "4", "--openai-idle-timeout-ms", "250"},
+                  &o, &message),
+            ParseResult::kRun)
+      << message;
+  EXPECT_EQ(o.max_tokens_limit, 64);
+  EXPECT_TRUE(o.allow_ignore_eos);
+  EXPECT_EQ(o.openai_max_connections_per_peer, 4);
+  EXPECT_EQ(o.openai_idle_timeout_ms, 250);
+  for (const std::vector<std::string>& bad :
+       {std::vector<std::string>{"--max-tokens-limit", "0"},
+        std::vector<std::string>{"--max-tokens-limit", "2000000"},
+        std::vector<std::string>{"--openai-max-connections-per-peer", "0"},
+        std::vector<std::string>{"--openai-idle-timeout-ms", "10"}}) {
+    DaemonOptions d;
+    EXPECT_EQ(Parse(bad, &d, &message), ParseResult::kError) << bad[0];
+  }
 }
 
 TEST(OptionsTest, ConfigFileAndFlags) {

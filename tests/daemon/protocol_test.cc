@@ -291,5 +291,31 @@ TEST(ProtocolLimitsTest, IdScanReadsOnlyTheStart) {
   EXPECT_FALSE(ExtractId(R"({"x":")" + std::string(kIdScanBytes, 'a') + R"(","id":"late"})", &id));
 }
 
+// top_p in (0, ~7e-46] rounds to 0 in float (no token kept): raised to kMinTopP, which keeps
+// exactly the most probable token as every such value means to.
+TEST(ProtocolTest, TinyTopPIsRaisedToTheSmallestFloatSafeValue) {
+  for (double top_p : {1e-46, 7e-46, 1e-300, 1e-12, 5e-324}) {
+    const json h = {{"type", "generate"},
+                    {"id", "x"},
+                    {"pipeline", "p"},
+                    {"prompt", "a"},
+                    {"sampling", {{"top_p", top_p}}}};
+    ClientMessage m;
+    const std::string text = h.dump();
+    ASSERT_TRUE(ParseClientMessage({kMagic, text}, &m).ok()) << top_p;
+    EXPECT_EQ(m.generate.top_p, kMinTopP) << top_p;
+    EXPECT_GT(static_cast<float>(m.generate.top_p), 0.0f);
+  }
+  const json h = {{"type", "generate"},
+                  {"id", "x"},
+                  {"pipeline", "p"},
+                  {"prompt", "a"},
+                  {"sampling", {{"top_p", 0.5}}}};
+  ClientMessage m;
+  const std::string text = h.dump();
+  ASSERT_TRUE(ParseClientMessage({kMagic, text}, &m).ok());
+  EXPECT_EQ(m.generate.top_p, 0.5);
+}
+
 }  // namespace
 }  // namespace sift::daemon

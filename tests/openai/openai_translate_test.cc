@@ -229,6 +229,19 @@ json Final() {
             {"stages", {{{"stage", "prefill"}, {"ms", 3.0}}}}}}};
 }
 
+// A body between the ZeroMQ header limit (8 MiB) and the HTTP body limit (16 MiB) is
+// translated: its size was bounded by the HTTP port, not by --max-header-bytes.
+TEST(OpenAiRequestTest, BodiesLargerThanTheZeroMqHeaderLimitAreTranslated) {
+  const std::string big(9 << 20, 'a');
+  const std::string body = json({{"model", "full"}, {"prompt", big}, {"max_tokens", 2}}).dump();
+  OpenAiRequest r;
+  std::string param;
+  const Status status =
+      ParseOpenAiRequest(OpenAiEndpoint::kCompletions, body, "cmpl-1", 0, &r, &param);
+  ASSERT_TRUE(status.ok()) << status.reason() << ": " << status.message();
+  EXPECT_EQ(r.generate.prompt.size(), big.size());
+}
+
 TEST(OpenAiResponseTest, ChatCompletionBody) {
   OpenAiReply reply{OpenAiEndpoint::kChat, "chatcmpl-1", "sift/recent", 1700000000, false};
   json body = CompletionBody(reply, Final());

@@ -52,7 +52,7 @@ class Daemon:
             "--staging-dir", os.path.join(self.dir, "staging"),
             "--bind", "tcp://127.0.0.1:*", "--http", "127.0.0.1:0",
             "--openai", openai_address, "--ready-file", self.ready, "--threads", "2",
-            "--rescan-ms", "0", *extra,
+            "--rescan-ms", "0", "--allow-ignore-eos", "true", *extra,
         ]
         self.log_file = open(self.log_path, "wb")
         self.proc = subprocess.Popen(self.args, stdout=self.log_file, stderr=subprocess.STDOUT)
@@ -176,7 +176,10 @@ def setUpModule():
     # A bare port: loopback.
     D = Daemon("--workers", "1", "--queue-size", "1", "--n-ctx", "1024",
                "--openai-timeout-ms", str(TIMEOUT_MS), "--openai-max-body-bytes", str(MAX_BODY),
-               "--openai-max-connections", str(MAX_CONNECTIONS), openai_address="0")
+               "--openai-max-connections", str(MAX_CONNECTIONS),
+               # One peer (this test) opens them all; the idle limit is the slow-client limit.
+               "--openai-max-connections-per-peer", str(MAX_CONNECTIONS + 50),
+               "--openai-idle-timeout-ms", str(TIMEOUT_MS), openai_address="0")
     assert D.openai.startswith("127.0.0.1:"), D.openai
 
 

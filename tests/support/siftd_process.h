@@ -59,6 +59,8 @@ class SiftdProcess {
                                      ready_,
                                      "--threads",
                                      "2"};
+    // The tests decode fixed counts (ignore_eos), which siftd refuses by default.
+    args.insert(args.end(), {"--allow-ignore-eos", "true"});
     std::filesystem::create_directories(dir_ / "staging");
     // A flag given in `extra` replaces its default (program_options refuses duplicates).
     for (size_t i = 1; i + 1 < args.size();) {

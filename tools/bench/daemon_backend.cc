@@ -103,6 +103,9 @@ class DaemonBackend final : public Backend {
                                      "127.0.0.1:0",
                                      "--ready-file",
                                      ready};
+    // Benchmarks decode fixed counts (ignore_eos) of any length: siftd's limits for untrusted
+    // clients do not apply to its own benchmark.
+    args.insert(args.end(), {"--allow-ignore-eos", "true", "--max-tokens-limit", "1048576"});
     args.insert(args.end(), options_.extra_args.begin(), options_.extra_args.end());
     pid_ = ::fork();
     if (pid_ < 0) throw Error("fork failed");

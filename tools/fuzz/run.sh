@@ -57,9 +57,10 @@ if [[ ! -f "$BUILD/build.ninja" ]]; then
 fi
 cmake --build "$BUILD" -j "${SIFT_FUZZ_JOBS:-2}" >&2
 
-declare -A MAX_LEN=([fuzz_protocol]=4096 [fuzz_pipeline_toml]=4096 [fuzz_gguf]=8192
-                    [fuzz_state_codec]=4096 [fuzz_tokenizer]=2048)
-FUZZERS=(fuzz_protocol fuzz_pipeline_toml fuzz_gguf fuzz_state_codec fuzz_tokenizer)
+declare -A MAX_LEN=([fuzz_protocol]=4096 [fuzz_openai_request]=4096 [fuzz_pipeline_toml]=4096
+                    [fuzz_gguf]=8192 [fuzz_state_codec]=4096 [fuzz_tokenizer]=2048)
+FUZZERS=(fuzz_protocol fuzz_openai_request fuzz_pipeline_toml fuzz_gguf fuzz_state_codec
+         fuzz_tokenizer)
 [[ -n "$ONLY" ]] && FUZZERS=("$ONLY")
 
 WORK="$BUILD"

@@ -69,7 +69,7 @@ def main():
         assert bad["type"] == "error" and bad["reason"] == "bad_json"
 
         rid = c.start_generate(args.pipeline, prompt="Count from one to a thousand:",
-                               max_tokens=200, ignore_eos=True)
+                               max_tokens=200)
         c.cancel(rid)
         try:
             for _ in c.events(rid):
