@@ -19,7 +19,7 @@ std::string BaseName(const std::string& path);
 // ',') replaced by its base name.
 std::string StripAbsolutePaths(const std::string& text);
 // The listing with pipelines[].file, plugins[].file and model.path as base names and the
-// absolute paths in pipelines[].error and plugins[].error stripped.
+// absolute paths in pipelines[].error, pipelines[].unavailable and plugins[].error stripped.
 nlohmann::json PublicListing(nlohmann::json listing);
 
 }  // namespace sift::daemon

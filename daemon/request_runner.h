@@ -5,8 +5,9 @@
 // Cost (tokens and KV bytes kept, prefill and decode time, per-stage times) comes from
 // sift::MakeCostReport (sift/cost_report.h), the function sift-bench's in-process rows use too.
 // Timings (all from the daemon's monotonic clock, in ms): queue = arrival -> its pipeline starts
-// (the admission queue, then the wait for KV budget); ttft = arrival -> first generated token; prefill = the stages before decode; decode =
-// generating after the first token (the decode stage's time if it did not say); e2e = arrival
+// (the admission queue, then the wait for KV budget); ttft = arrival -> first generated token;
+// prefill = the stages before decode; decode = generating after the first token (the decode stage's
+// time if it did not say); e2e = arrival
 // -> final.
 //
 // Batching (Batching below; siftd's default): in-process stages talk to the request's context

@@ -28,13 +28,39 @@ TEST(OptionsTest, DefaultsServeFromTheRepositoryRoot) {
   EXPECT_EQ(o.plugins_dir, "build/plugins");
   EXPECT_EQ(o.bind, std::vector<std::string>({"tcp://127.0.0.1:7700"}));
   EXPECT_EQ(o.http, "127.0.0.1:7701");
-  EXPECT_EQ(o.workers, 1);
+  EXPECT_EQ(o.workers, 64);
   EXPECT_EQ(o.queue_size, 64);
+  // Batching (docs/operations.md#batching).
+  EXPECT_EQ(o.max_batch, 64);
+  EXPECT_EQ(o.prefill_chunk, 512);
+  EXPECT_EQ(o.kv_budget, "50%");
+  EXPECT_EQ(o.io_nice, 10);
   // The limits one peer meets (docs/operations.md section 6).
   EXPECT_EQ(o.max_tokens_limit, 4096);
   EXPECT_FALSE(o.allow_ignore_eos);
   EXPECT_EQ(o.openai_max_connections_per_peer, 16);
   EXPECT_EQ(o.openai_idle_timeout_ms, 5000);
+}
+
+TEST(OptionsTest, BatchingOptionsAreRangeChecked) {
+  DaemonOptions o;
+  std::string message;
+  ASSERT_EQ(
+      Parse({"--max-batch", "0", "--prefill-chunk", "128", "--kv-budget", "2G", "--io-nice", "0"},
+            &o, &message),
+      ParseResult::kRun)
+      << message;
+  EXPECT_EQ(o.max_batch, 0);
+  EXPECT_EQ(o.kv_budget, "2G");
+  for (const std::vector<std::string>& bad : {std::vector<std::string>{"--max-batch", "-1"},
+                                              {"--prefill-chunk", "-5"},
+                                              {"--kv-budget", "lots"},
+                                              {"--kv-budget", "0"},
+                                              {"--io-nice", "20"}}) {
+    DaemonOptions b;
+    EXPECT_EQ(Parse(bad, &b, &message), ParseResult::kError) << bad[0] << " " << bad[1];
+    EXPECT_NE(message.find(bad[0]), std::string::npos) << message;
+  }
 }
 
 TEST(OptionsTest, PeerLimits) {

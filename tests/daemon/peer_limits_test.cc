@@ -350,7 +350,7 @@ TEST_F(OpenAiPeerTest, BodiesUpToTheHttpLimitAreNotHeldToTheZeroMqLimit) {
   EXPECT_NE(r.find("no_such_stage"), std::string::npos) << r.substr(0, 400);
   // One byte past 16 MiB: 413 from Content-Length, before the body is read.
   const std::string over =
-      R"({"model":"full","prompt":")" + std::string((16 << 20) + 1 - 29, 'a') + R"("})";
+      R"({"model":"full","prompt":")" + std::string((16 << 20) + 1 - 28, 'a') + R"("})";
   ASSERT_EQ(over.size(), (16u << 20) + 1);
   const std::string r413 = Exchange(Address(), Post("/v1/completions", over));
   EXPECT_EQ(StatusOf(r413), 413) << r413.substr(0, 400);

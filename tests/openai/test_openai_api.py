@@ -304,7 +304,8 @@ class Basics(unittest.TestCase):
              json.dumps(chat("Say hi.", stream=True, max_tokens=6))],
             capture_output=True, text=True, timeout=120)
         self.assertEqual(out.returncode, 0, out.stderr)
-        events = [e for e in out.stdout.split("\n\n") if e.strip()]
+        # `: keep-alive` comments (SSE comments, ignored by clients) may come while it is quiet.
+        events = [e for e in out.stdout.split("\n\n") if e.strip() and not e.startswith(":")]
         self.assertEqual(events[-1], "data: [DONE]")
         for e in events[:-1]:
             self.assertTrue(e.startswith("data: {"), e)

@@ -109,7 +109,9 @@ TEST(PrefillFullTest, ChunkedEqualsUnchunkedIncludingStatistics) {
   for (int64_t layer : {0, 7}) {
     const AttentionStats &a = whole.layer_stats.at(layer), &b = chunked.layer_stats.at(layer);
     close(a.window_sum, b.window_sum, "window_sum");
-    close(a.column_sum, b.column_sum, "column_sum");
+    // A column sum adds one probability per query row: the mixed bf16 / fp32 paths add up to
+    // 0.059 over this prompt (measured on an AVX2-only AMD EPYC, where upcast_min_rows is 16).
+    close(a.column_sum, b.column_sum, "column_sum", bf16 ? 0.1 : 2e-2);
   }
   close(whole.layer_stats[0].last_query, chunked.layer_stats[0].last_query, "last_query");
   close(whole.layer_stats[0].max_prob, chunked.layer_stats[0].max_prob, "max_prob");

@@ -197,8 +197,12 @@ TEST(ContextOnly, H2oWithoutTheQuestionScoresLikeTheContextAlone) {
     const at::Tensor a = blind.scores.at(l), b = aware.scores.at(l);
     ASSERT_EQ(a.sizes(), b.sizes()) << l;
     // fp32 column sums over ~250 query rows, subtracted vs summed directly: rounding only
-    // (measured <= 2e-6); leaving the question in moves them by 0.26-10.7 on these layers.
-    EXPECT_LT((a - b).abs().max().item<float>(), 1e-3) << l;
+    // (measured <= 2e-6 with hardware bf16); leaving the question in moves them by 0.26-10.7 on
+    // these layers. On CPUs without hardware bf16 the products run in fp32 from bf16 storage,
+    // whose rounding depends on the number of rows (a prompt with or without the question):
+    // up to 0.10 on an AVX2-only AMD EPYC, still below what the question moves.
+    const float bound = model.UpcastsToFp32(int64_t{1} << 20) ? 0.2f : 1e-3f;
+    EXPECT_LT((a - b).abs().max().item<float>(), bound) << l;
   }
   const int64_t heads = s.cache->shape().num_kv_heads;
   const at::Tensor with_question = AggregateGqa(all_queries, heads, Reduce::kMean);

@@ -267,11 +267,21 @@ TEST(SptsPrefillTest, BudgetsCoveringThePromptEqualTheFullModel) {
   ASSERT_TRUE(SptsPrefill(model, ids, o, cache, &logits));
   KvCache full = model.NewCache();
   at::Tensor expected = model.Forward(ids, 0, full);
-  EXPECT_TRUE(at::equal(logits, expected)) << (logits - expected).abs().max().item<float>();
+  // Bit-equal where every product runs on one path whatever its rows. On CPUs without hardware
+  // bf16 (ModelOptions::upcast_min_rows), products of 16 rows or more run in fp32 and smaller
+  // ones in bf16, and SPTS multiplies other row counts than the full forward: the two agree to
+  // bf16 precision there (measured on an AVX2-only AMD EPYC: logits within 0.29) and give the
+  // same greedy tokens (checked below).
+  const bool exact = !model.UpcastsToFp32(int64_t{1} << 20);
+  auto same = [&](const at::Tensor& a, const at::Tensor& b, double atol) {
+    return exact ? at::equal(a, b) : at::allclose(a.to(at::kFloat), b.to(at::kFloat), 2e-2, atol);
+  };
+  EXPECT_TRUE(same(logits, expected, 0.5)) << (logits - expected).abs().max().item<float>();
   for (int64_t l = 0; l < 30; ++l) {
     ASSERT_EQ(cache.size(l), n);
-    EXPECT_TRUE(at::equal(cache.Keys(l), full.Keys(l))) << l;
-    EXPECT_TRUE(at::equal(cache.Values(l), full.Values(l))) << l;
+    EXPECT_TRUE(same(cache.Keys(l), full.Keys(l), 0.15)) << l;
+    EXPECT_TRUE(same(cache.Values(l), full.Values(l), 0.5))
+        << l << " " << (cache.Values(l) - full.Values(l)).abs().max().item<float>();
   }
   GenerationOptions g;
   g.max_tokens = 6;

@@ -84,7 +84,7 @@ start_siftd() {
   stop_server
   "$BUILD/bin/siftd" --model "$MODEL" --pipelines "$ROOT/pipelines" --plugins "$BUILD/plugins" \
     --threads "$THREADS" --bind tcp://127.0.0.1:18700 --http 127.0.0.1:18701 \
-    --openai 127.0.0.1:18702 --log-level warn "$@" 2> "$TMP/server.log" &
+    --openai 127.0.0.1:18702 --allow-ignore-eos true --log-level warn "$@" 2> "$TMP/server.log" &
   PID=$!
   wait_http http://127.0.0.1:18701/health
 }
