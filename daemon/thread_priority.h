@@ -9,6 +9,9 @@
 // by the loop thread) keeps its priority, and a new executor or connection thread gets the
 // lower one. Raising a nice value needs no privilege.
 //
+// Off by default (--io-nice 0): on the 2-core AVX2 AMD EPYC it made a single stream slower
+// (23.9 against 36.5 tok/s; docs/operations.md), so it stays an option to measure with.
+//
 // THREADING: call once, from any thread, after the threads it should reach exist.
 // ERRORS:    returns the number of threads changed, or -1 when /proc/self/task is unreadable;
 //            threads that could not be changed are skipped.

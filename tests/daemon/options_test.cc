@@ -34,7 +34,7 @@ TEST(OptionsTest, DefaultsServeFromTheRepositoryRoot) {
   EXPECT_EQ(o.max_batch, 64);
   EXPECT_EQ(o.prefill_chunk, 512);
   EXPECT_EQ(o.kv_budget, "50%");
-  EXPECT_EQ(o.io_nice, 10);
+  EXPECT_EQ(o.io_nice, 0);
   // The limits one peer meets (docs/operations.md section 6).
   EXPECT_EQ(o.max_tokens_limit, 4096);
   EXPECT_FALSE(o.allow_ignore_eos);
