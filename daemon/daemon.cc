@@ -4,6 +4,9 @@
 
 #include <algorithm>
 #include <cstdio>
+#include <exception>
+#include <functional>
+#include <thread>
 
 #include "daemon/catalog.h"
 #include "daemon/front_end.h"
@@ -186,9 +189,32 @@ bool Daemon::StartOperations() {
   return true;
 }
 
+// Runs `fn` on a thread that ends with it and rethrows what it throws. OpenMP keeps a pool of
+// workers for every thread that ever ran a parallel region, for that thread's whole life, and
+// libgomp cuts its workers' spinning from GOMP_SPINCOUNT to 100 iterations while it manages more
+// threads than there are cores. The main thread's pool, made by loading the model, used to stay:
+// every parallel region of every decode step then paid a futex wake-up, and siftd decoded at a
+// third of sift-model's speed (docs/engine.md#threads). Run this way, the batch loop is the only
+// thread left with a pool.
+static void RunOnShortLivedThread(const std::function<void()>& fn) {
+  std::exception_ptr error;
+  std::thread([&] {
+    try {
+      fn();
+    } catch (...) {
+      error = std::current_exception();
+    }
+  }).join();
+  if (error) std::rethrow_exception(error);
+}
+
 bool Daemon::LoadModelAndCatalog() {
   try {
-    model_ = LoadDaemonModel(options_);
+    // Loading and the catalog's first validation compute (weight conversion, stage set-up).
+    RunOnShortLivedThread([this] {
+      model_ = LoadDaemonModel(options_);
+      catalog_ = Catalog::Create(MakeCatalogOptions(options_), model_);
+    });
     metrics_.DeclareGauge("sift_engine_info",
                           "1, labelled with the engine's configuration (CPU kernels, weights).");
     metrics_.Set("sift_engine_info",
@@ -197,7 +223,6 @@ bool Daemon::LoadModelAndCatalog() {
                   {"dtype", DtypeName(model_->options().dtype)},
                   {"device", model_->options().device.str()}},
                  1);
-    catalog_ = Catalog::Create(MakeCatalogOptions(options_), model_);
   } catch (const std::exception& e) {
     LogError("start_failed", {{"error", e.what()}});
     return Fail();
@@ -253,11 +278,10 @@ bool Daemon::StartFrontEnds() {
   return true;
 }
 
-// The batch loop and the KV budget (Validate has checked --kv-budget), with their gauges.
+// The batch loop and the KV budget (ParseOptions has turned --kv-budget into bytes), with their
+// gauges.
 Batching Daemon::StartBatching() {
-  int64_t budget_bytes = 0;
-  std::string error;
-  ParseKvBudget(options_.kv_budget, PhysicalMemoryBytes(), &budget_bytes, &error);
+  const int64_t budget_bytes = options_.kv_budget_bytes;
   kv_budget_ = std::make_unique<KvBudget>(budget_bytes);
   Batching batching;
   batching.budget = kv_budget_.get();
