@@ -153,15 +153,17 @@ po::options_description OpenAiOptions(DaemonOptions* o) {
   return openai;
 }
 
-// The ranges the values must lie in; "" when they do.
-std::string Validate(const DaemonOptions& o) {
+// The ranges the values must lie in; "" when they do. Fills the values derived from them
+// (kv_budget_bytes).
+std::string Validate(DaemonOptions& o) {
   if (o.workers < 1 || o.workers > 256) return "--workers must be in [1, 256]";
   if (o.max_batch < 0 || o.max_batch > 4096) return "--max-batch must be in [0, 4096]";
   if (o.prefill_chunk < 0) return "--prefill-chunk must be >= 0";
   if (o.io_nice < 0 || o.io_nice > 19) return "--io-nice must be in [0, 19]";
-  int64_t kv_bytes = 0;
   std::string kv_error;
-  if (!ParseKvBudget(o.kv_budget, PhysicalMemoryBytes(), &kv_bytes, &kv_error)) return kv_error;
+  if (!ParseKvBudget(o.kv_budget, PhysicalMemoryBytes(), &o.kv_budget_bytes, &kv_error)) {
+    return kv_error;
+  }
   if (o.queue_size < 1 || o.queue_size > 1000000) {
     return "--queue-size must be in [1, 1000000]";
   }

@@ -40,6 +40,7 @@ struct DaemonOptions {
   int64_t max_batch = 64;         // rows per decode step; 0 = no batching (a request per worker)
   int64_t prefill_chunk = 512;    // prompt tokens per prefill slice between decode steps; 0 = whole
   std::string kv_budget = "50%";  // KV memory for admission: bytes (K/M/G/T) or % of memory
+  int64_t kv_budget_bytes = 0;    // kv_budget in bytes: set by ParseOptions once it is valid
   int io_nice = 0;  // nice added to every thread but the batch loop's (thread_priority.h); 0 = off
   int heartbeat_ms = 1000;
   int rescan_ms = 1000;  // 0: rescan only on SIGHUP

@@ -26,7 +26,7 @@ struct BatchEngine::Slot {
   const StreamCallback& on_piece;
   at::Tensor logits;  // the logits the next token is sampled from ([vocab])
   Generation generation;
-  GenerationStep step;       // the last step's outcome (the loop thread only)
+  bool fed = false;          // fed to the current step's DecodeStep (the loop thread only)
   GenerationResult result;   // set when finished
   std::exception_ptr error;  // set when a step failed
   bool finished = false;     // guarded by the engine's mu_ (it names no outer lock)
@@ -174,6 +174,7 @@ void BatchEngine::Step() {
   std::vector<KvCache*> caches;
   int64_t sampled = 0;
   for (Slot* slot : batch_) {
+    slot->fed = false;
     try {
       Generation& g = slot->generation;
       GenerationStep step = g.done() ? GenerationStep{} : g.Next(slot->logits);
@@ -183,6 +184,7 @@ void BatchEngine::Step() {
         step.feed = false;
       }
       if (step.feed) {
+        slot->fed = true;
         rows.push_back(slot);
         ids.push_back(step.token);
         positions.push_back(step.position);
@@ -204,11 +206,10 @@ void BatchEngine::Step() {
   // Requests that did not go on leave the batch.
   std::vector<Slot*> staying;
   for (Slot* slot : batch_) {
-    const bool fed = std::find(rows.begin(), rows.end(), slot) != rows.end();
-    if (fed && !step_error && !slot->error) {
+    if (slot->fed && !step_error && !slot->error) {
       staying.push_back(slot);
     } else {
-      Finish(*slot, slot->error ? slot->error : (fed ? step_error : nullptr));
+      Finish(*slot, slot->error ? slot->error : (slot->fed ? step_error : nullptr));
     }
   }
   batch_.swap(staying);
