@@ -2,7 +2,8 @@
 //
 // Measures (1) the machine: matrix-product GFLOP/s at the model's linear-layer shapes and the
 // bandwidth of matrix-vector products over more bytes than the caches hold; (2) the engine:
-// prefill tokens/s at several lengths, decode ms/token at several contexts, peak RSS, and what a
+// prefill tokens/s at several lengths, decode ms/token at several contexts, batched decode
+// (several requests per step) at several batch sizes, peak RSS, and what a
 // GPU would pay per step: LibTorch operators and host reads per prefill layer and per decode
 // token (sift/op_counter.h). Writes JSON (--json) and Markdown (--out), prints the Markdown.
 //
@@ -62,7 +63,9 @@ struct Settings {
   std::string model_path, json_path, md_path;
   std::vector<int64_t> lengths, contexts;
   int64_t decode_tokens = 32;
-  int reps = 0;  // 0 = by length
+  std::vector<int64_t> batch_rows;  // batched decode: rows per Model::DecodeStep
+  int64_t batch_context = 64;       // each row's prompt before the batched steps
+  int reps = 0;                     // 0 = by length
   std::vector<std::string> dtypes;
   std::string kernels = "auto";
   std::string weights = "native";
@@ -160,6 +163,59 @@ json BenchDecode(const sift::Model& model, const Settings& s, const std::string&
   return decode;
 }
 
+// Batched decode (continuous batching's step, sift/batch_engine.h): --batch-rows requests, each
+// with its own --batch-context-token prompt and cache, decoded together by Model::DecodeStep.
+// Per step: wall time, LibTorch operators and host reads; aggregate tokens/s over every row.
+json BenchBatchDecode(const sift::Model& model, const Settings& s, const std::string& dtype_name) {
+  const sift::ModelConfig& c = model.config();
+  json rows_out = json::array();
+  for (int64_t rows : s.batch_rows) {
+    std::vector<sift::KvCache> caches;
+    std::vector<sift::KvCache*> cache_ptrs;
+    std::vector<sift::TokenId> ids;
+    std::vector<int64_t> positions;
+    caches.reserve(static_cast<size_t>(rows));
+    for (int64_t r = 0; r < rows; ++r) {
+      caches.push_back(model.NewCache());
+      caches.back().set_headroom(s.decode_tokens + 2);
+      std::vector<sift::TokenId> prompt = SyntheticPrompt(s.batch_context + r, c.vocab_size);
+      const at::Tensor logits = model.Forward(prompt, 0, caches.back());
+      ids.push_back(static_cast<sift::TokenId>(sift::HostInt(logits.argmax())));
+      positions.push_back(static_cast<int64_t>(prompt.size()));
+    }
+    for (sift::KvCache& cache : caches) cache_ptrs.push_back(&cache);
+    auto step = [&] {
+      const at::Tensor logits = model.DecodeStep(ids, positions, cache_ptrs);
+      const at::Tensor next = logits.argmax(1);
+      for (int64_t r = 0; r < rows; ++r) {
+        ids[static_cast<size_t>(r)] = static_cast<sift::TokenId>(sift::HostInt(next[r]));
+        ++positions[static_cast<size_t>(r)];
+      }
+    };
+    step();  // warm-up
+    double ops = 0, reads = 0;
+    {
+      sift::OpCounter count;
+      step();
+      ops = static_cast<double>(count.ops());
+      reads = static_cast<double>(count.host_reads());
+    }
+    const auto t0 = Clock::now();
+    for (int64_t i = 0; i < s.decode_tokens; ++i) step();
+    const double ms = Seconds(t0) * 1000.0 / s.decode_tokens;
+    rows_out.push_back({{"rows", rows},
+                        {"context", s.batch_context},
+                        {"steps", s.decode_tokens},
+                        {"ms_per_step", ms},
+                        {"tokens_per_s", rows * 1000.0 / ms},
+                        {"ops_per_step", ops},
+                        {"host_reads_per_step", reads}});
+    std::fprintf(stderr, "[bench] %s batched decode, %lld rows: %.2f ms/step, %.0f tok/s\n",
+                 dtype_name.c_str(), static_cast<long long>(rows), ms, rows * 1000.0 / ms);
+  }
+  return rows_out;
+}
+
 // One prefill + decode configuration (dtype) of the model.
 json BenchConfig(const Settings& s, const std::string& dtype_name) {
   sift::ModelOptions mo;
@@ -181,6 +237,7 @@ json BenchConfig(const Settings& s, const std::string& dtype_name) {
   CountPrefillOps(*model, &out);
   out["prefill"] = BenchPrefill(*model, s, dtype_name);
   out["decode"] = BenchDecode(*model, s, dtype_name);
+  out["batch_decode"] = BenchBatchDecode(*model, s, dtype_name);
   return out;
 }
 
@@ -228,6 +285,23 @@ std::string Markdown(const json& r) {
                     d["host_reads_per_token"].get<double>(), d["kv_cache_mib"].get<double>());
       md << row;
     }
+    if (!cfg["batch_decode"].empty()) {
+      md << "\nBatched decode (one `Model::DecodeStep` over every row; each row's own "
+            "cache after a "
+         << cfg["batch_decode"][0]["context"] << "-token prompt):\n\n"
+         << "| rows | ms/step | tokens/s (all rows) | x one row | LibTorch ops/step | host "
+            "reads/step |\n|---|---|---|---|---|---|\n";
+      const double one = cfg["batch_decode"][0]["tokens_per_s"].get<double>() /
+                         cfg["batch_decode"][0]["rows"].get<double>();
+      for (const json& b : cfg["batch_decode"]) {
+        char row[200];
+        std::snprintf(row, sizeof row, "| %lld | %.2f | %.1f | %.2f | %.0f | %.0f |\n",
+                      b["rows"].get<long long>(), b["ms_per_step"].get<double>(),
+                      b["tokens_per_s"].get<double>(), b["tokens_per_s"].get<double>() / one,
+                      b["ops_per_step"].get<double>(), b["host_reads_per_step"].get<double>());
+        md << row;
+      }
+    }
     md << "\n";
   }
   return md.str();
@@ -238,7 +312,7 @@ std::string Markdown(const json& r) {
 int main(int argc, char** argv) {
   sift::ConfigureThreadEnvironment(argv);
   Settings s;
-  std::string lengths, contexts, dtypes;
+  std::string lengths, contexts, dtypes, batch_rows;
   sift::cli::CommandLine cl(
       "sift-engine-bench", "sift-engine-bench MODEL [options]",
       "Prefill and decode speed of the model runtime on synthetic prompts, the machine's matrix\n"
@@ -250,7 +324,12 @@ int main(int argc, char** argv) {
       "lengths", po::value(&lengths)->default_value("512,2048,8192"), "prefill lengths")(
       "decode-contexts", po::value(&contexts)->default_value("2048"),
       "contexts to decode at (tokens prefilled first)")(
-      "decode-tokens", po::value(&s.decode_tokens)->default_value(32), "timed decode steps")(
+      "decode-tokens", po::value(&s.decode_tokens)->default_value(32),
+      "timed decode steps (also per batched size)")(
+      "batch-rows", po::value(&batch_rows)->default_value("1,2,4,8,16,32"),
+      "batched decode: rows per step (\"\" = skip)")("batch-context",
+                                                     po::value(&s.batch_context)->default_value(64),
+                                                     "batched decode: each row's prompt tokens")(
       "reps", po::value(&s.reps)->default_value(0),
       "prefill repetitions (0: 5 up to 1K tokens, 3 up to 4K, else 2; the best is kept)")(
       "dtypes", po::value(&dtypes)->default_value("bf16"), "compute dtypes, e.g. bf16,fp32")(
@@ -275,6 +354,7 @@ int main(int argc, char** argv) {
   return sift::cli::Run("sift-engine-bench", 2, [&] {
     s.lengths = sift::cli::IntList(lengths, "--lengths");
     s.contexts = sift::cli::IntList(contexts, "--decode-contexts");
+    if (!batch_rows.empty()) s.batch_rows = sift::cli::IntList(batch_rows, "--batch-rows");
     s.dtypes = sift::cli::SplitList(dtypes);
     s.machine = vm.count("no-machine") == 0;
     sift::ConfigureThreads(s.threads);
