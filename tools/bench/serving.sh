@@ -5,9 +5,13 @@
 # docs/results/serving/{summary.json,raw.jsonl}.
 #
 # usage: bash tools/bench/serving.sh [--model GGUF] [--threads 2] [--clients 1,2,4,8,16,32]
-#        [--quick] [--parts decode,issue,gap,payoff] [--note TEXT]
+#        [--quick] [--parts engine,decode,issue,gap,payoff] [--note TEXT]
 #
 # Parts (each against siftd and llama-server in turn, a fresh server per level):
+#   engine  one stream, no HTTP client on the cores: the same 128-token greedy answer from
+#           `sift-model generate` (the engine alone) and through siftd (SIFT/1, `build/bin/sift`,
+#           streamed and not), 3 runs each; decode tok/s as each reports it (siftd: the final
+#           message's stats.decode_tok_s)
 #   decode  decode-heavy load: prompts of ~40 tokens, 128 generated tokens each, N concurrent
 #           streams for every N of --clients (2 requests per client)
 #   issue   the issue's load: ~354-token prompts, 64 generated tokens, N = 1, 4, 8
@@ -27,13 +31,13 @@ ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
 MODEL="$ROOT/models/SmolLM2-135M-Instruct.Q4_1.gguf"
 THREADS=2
 CLIENTS="1,2,4,8,16,32"
-PARTS="decode,issue,gap,payoff"
+PARTS="engine,decode,issue,gap,payoff"
 QUICK=0
 NOTE=""
 OUT="$ROOT/docs/results"
 BUILD="${SIFT_BUILD_DIR:-$ROOT/build}"
 LOCK="${SIFT_MEASURE_LOCK:-/tmp/sift-measure.lock}"
-usage() { sed -n '2,24p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//'; }
+usage() { sed -n '2,28p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//'; }
 while (($#)); do
   case "$1" in
     --model) MODEL="$2"; shift 2 ;;
@@ -49,7 +53,11 @@ while (($#)); do
 done
 [[ -f "$MODEL" ]] || { echo "no model at $MODEL (bash tools/setup.sh model)" >&2; exit 1; }
 [[ -x "$BUILD/bin/siftd" ]] || { echo "no $BUILD/bin/siftd (bash tools/setup.sh build)" >&2; exit 1; }
-LLAMA_SERVER="$(bash "$ROOT/tools/bench/llama_cpp.sh" --server)"
+LLAMA_SERVER=""
+# llama-server only for the parts that run it (engine and payoff are siftd's own).
+if [[ ",$PARTS," =~ ,(decode|issue|gap), ]]; then
+  LLAMA_SERVER="$(bash "$ROOT/tools/bench/llama_cpp.sh" --server)"
+fi
 cd "$ROOT"
 REQS=2
 ((QUICK)) && REQS=1
@@ -112,6 +120,38 @@ date -u +%FT%TZ > "$RAW/started"
 uptime | sed 's/.*load average: //' > "$RAW/load_before"
 IFS=, read -r -a LEVELS <<< "$CLIENTS"
 
+if [[ ",$PARTS," == *,engine,* ]]; then
+  prompt="The history of the printing press begins"
+  for r in 1 2 3; do
+    log "one stream, run $r: sift-model generate"
+    "$BUILD/bin/sift-model" generate "$MODEL" --prompt "$prompt" --max-tokens 128 --ignore-eos \
+      --threads "$THREADS" 2> "$TMP/generate.txt" > /dev/null
+    python3 - "$TMP/generate.txt" >> "$JSONL" <<'PY'
+import json, re, sys
+m = re.search(r"(\d+) tokens generated in ([\d.]+) ms", open(sys.argv[1]).read())
+print(json.dumps({"part": "engine", "server": "sift-model", "mode": "generate",
+                  "tokens": int(m.group(1)), "decode_tok_s": int(m.group(1)) / float(m.group(2)) * 1000}))
+PY
+  done
+  start_siftd
+  for r in 1 2 3; do
+    for mode in stream no-stream; do
+      log "one stream, run $r: siftd ($mode)"
+      flag=()
+      [[ "$mode" == no-stream ]] && flag=(--no-stream)
+      "$BUILD/bin/sift" -e tcp://127.0.0.1:18700 generate --prompt "$prompt" -n 128 --json \
+        "${flag[@]}" 2> /dev/null > "$TMP/final.txt"
+      python3 - "$TMP/final.txt" "$mode" >> "$JSONL" <<'PY'
+import json, sys
+text = open(sys.argv[1]).read()
+final = json.loads(text[text.index("{"):])
+print(json.dumps({"part": "engine", "server": "siftd", "mode": sys.argv[2],
+                  "tokens": final["usage"]["completion_tokens"],
+                  "decode_tok_s": final["stats"]["decode_tok_s"]}))
+PY
+    done
+  done
+fi
 if [[ ",$PARTS," == *,decode,* ]]; then
   for n in "${LEVELS[@]}"; do
     log "decode-heavy, $n clients: siftd"
@@ -155,6 +195,6 @@ fi
 stop_server
 uptime | sed 's/.*load average: //' > "$RAW/load_after"
 python3 "$ROOT/tools/bench/serving_report.py" --raw "$RAW" --model "$(realpath --relative-to="$ROOT" "$MODEL")" \
-  --threads "$THREADS" --llama-version "$(cat "${SIFT_LLAMA_DIR:-$ROOT/build-llama}/version")" \
+  --threads "$THREADS" --llama-version "$(cat "${SIFT_LLAMA_DIR:-$ROOT/build-llama}/version" 2>/dev/null || echo none)" \
   --note "$NOTE" --out "$OUT/serving.md"
 log "wrote $OUT/serving.md"

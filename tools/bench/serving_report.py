@@ -85,6 +85,26 @@ def main():
     if a.note:
         md += ["", f"Conditions: {a.note}"]
 
+    eng = [r for r in rows if r.get("part") == "engine"]
+    if eng:
+        def mean(server, mode):
+            v = [r["decode_tok_s"] for r in eng if r["server"] == server and r["mode"] == mode]
+            return (sum(v) / len(v), v) if v else (None, [])
+        engine, engine_runs = mean("sift-model", "generate")
+        md += ["", "## One stream: the engine alone and through siftd", "",
+               "The same 128-token greedy answer (a 7-token prompt) from `sift-model generate` and "
+               "through siftd over SIFT/1 (`build/bin/sift generate --json`, no HTTP client on the "
+               "cores); decode tok/s as each reports it, mean of the runs:", "",
+               "| path | decode tok/s | runs | x sift-model |", "|---|---|---|---|",
+               f"| sift-model generate | {fmt(engine)} | {', '.join(fmt(x) for x in engine_runs)} | 1.00x |"]
+        summary["parts"]["engine"] = {"sift_model_tok_s": engine}
+        for mode in ("stream", "no-stream"):
+            m, runs = mean("siftd", mode)
+            md.append(f"| siftd, {mode} | {fmt(m)} | {', '.join(fmt(x) for x in runs)} | "
+                      f"{fmt(ratio(m, engine), 2)}x |")
+            summary["parts"]["engine"][f"siftd_{mode}_tok_s"] = m
+            summary["parts"]["engine"][f"siftd_{mode}_ratio"] = ratio(m, engine)
+
     for part, title, text in [
             ("decode", "Decode-heavy load",
              "Prompts of ~40 tokens, 128 generated tokens per request, 2 requests per client."),
