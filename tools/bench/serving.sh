@@ -11,7 +11,8 @@
 #   engine  one stream, no HTTP client on the cores: the same 128-token greedy answer from
 #           `sift-model generate` (the engine alone) and through siftd (SIFT/1, `build/bin/sift`,
 #           streamed and not), 3 runs each; decode tok/s as each reports it (siftd: the final
-#           message's stats.decode_tok_s)
+#           message's stats.decode_tok_s); and the engine's batched decode step at 1-32 rows
+#           (sift-engine-bench --batch-rows: what continuous batching can reach at most)
 #   decode  decode-heavy load: prompts of ~40 tokens, 128 generated tokens each, N concurrent
 #           streams for every N of --clients (2 requests per client)
 #   issue   the issue's load: ~354-token prompts, 64 generated tokens, N = 1, 4, 8
@@ -37,7 +38,7 @@ NOTE=""
 OUT="$ROOT/docs/results"
 BUILD="${SIFT_BUILD_DIR:-$ROOT/build}"
 LOCK="${SIFT_MEASURE_LOCK:-/tmp/sift-measure.lock}"
-usage() { sed -n '2,28p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//'; }
+usage() { sed -n '2,30p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//'; }
 while (($#)); do
   case "$1" in
     --model) MODEL="$2"; shift 2 ;;
@@ -133,6 +134,10 @@ print(json.dumps({"part": "engine", "server": "sift-model", "mode": "generate",
                   "tokens": int(m.group(1)), "decode_tok_s": int(m.group(1)) / float(m.group(2)) * 1000}))
 PY
   done
+  log "the engine's batched decode step: sift-engine-bench --batch-rows"
+  "$BUILD/bin/sift-engine-bench" "$MODEL" --lengths 64 --decode-contexts 64 --decode-tokens 48 \
+    --batch-rows "1,2,4,8,16,32" --batch-context 64 --no-machine --threads "$THREADS" \
+    --json "$RAW/engine_bench.json" > /dev/null 2> "$TMP/engine_bench.log"
   start_siftd
   for r in 1 2 3; do
     for mode in stream no-stream; do

@@ -105,6 +105,19 @@ def main():
             summary["parts"]["engine"][f"siftd_{mode}_tok_s"] = m
             summary["parts"]["engine"][f"siftd_{mode}_ratio"] = ratio(m, engine)
 
+    eb_path = os.path.join(a.raw, "engine_bench.json")
+    if os.path.exists(eb_path):
+        eb = json.load(open(eb_path))["configs"][0]["batch_decode"]
+        one = eb[0]["tokens_per_s"] / eb[0]["rows"]
+        md += ["", "The engine's batched decode step alone (`sift-engine-bench --batch-rows`, each row's "
+               f"own cache after a {eb[0]['context']}-token prompt, {eb[0]['steps']} timed steps): the "
+               "most continuous batching can give on this machine.", "",
+               "| rows | ms/step | tok/s (all rows) | x one row |", "|---|---|---|---|"]
+        for b in eb:
+            md.append(f"| {b['rows']} | {fmt(b['ms_per_step'], 2)} | {fmt(b['tokens_per_s'])} | "
+                      f"{fmt(b['tokens_per_s'] / one, 2)}x |")
+        summary["parts"]["engine_batch"] = eb
+
     for part, title, text in [
             ("decode", "Decode-heavy load",
              "Prompts of ~40 tokens, 128 generated tokens per request, 2 requests per client."),
