@@ -64,6 +64,14 @@ bool PluginsBuilt() {
   if (!std::getenv("SIFT_MODEL")) GTEST_SKIP() << "SIFT_MODEL not set"; \
   if (!PluginsBuilt()) GTEST_SKIP() << "plugins prefill_full/decode_local not built"
 
+// How long the tests wait for siftd: x $SIFT_TEST_TIME_SCALE (tools/tsan.sh sets 20: a siftd
+// built with ThreadSanitizer computes about ten times slower).
+std::chrono::seconds Budget(int seconds) {
+  const char* scale = std::getenv("SIFT_TEST_TIME_SCALE");
+  const int factor = scale != nullptr ? std::max(1, std::atoi(scale)) : 1;
+  return std::chrono::seconds(seconds * factor);
+}
+
 std::unique_ptr<SiftClient> Connect(zmq::context_t& ctx, const Daemon& d) {
   sift::client::ClientOptions o;
   o.endpoint = d.endpoint();
@@ -73,7 +81,7 @@ std::unique_ptr<SiftClient> Connect(zmq::context_t& ctx, const Daemon& d) {
 // Every reply for `id` up to its terminal.
 std::vector<json> Replies(SiftClient& c, const std::string& id, int timeout_ms = 120000) {
   std::vector<json> out;
-  const auto end = Clock::now() + std::chrono::milliseconds(timeout_ms);
+  const auto end = Clock::now() + std::chrono::milliseconds(timeout_ms) * Budget(1).count();
   json h;
   while (Clock::now() < end) {
     if (!c.Recv(&h, 100) || h.value("id", json()) != json(id)) continue;
@@ -195,7 +203,7 @@ TEST_F(BatchFlowTest, JoinLeaveCancelAndDeadlineMidBatch) {
   std::map<std::string, json> terminal;
   std::map<std::string, int> chunks;
   json h;
-  const auto end = Clock::now() + std::chrono::seconds(120);
+  const auto end = Clock::now() + Budget(120);
   bool joined = false, cancelled = false;
   while (terminal.size() < 5 && Clock::now() < end) {
     if (!c->Recv(&h, 100)) continue;
@@ -250,7 +258,7 @@ TEST(KvBudgetTest, WaitsWhileFullAndRefusesWhatCanNeverFit) {
   bool saw_waiting = false;
   std::map<std::string, json> terminal;
   json h;
-  const auto end = Clock::now() + std::chrono::seconds(120);
+  const auto end = Clock::now() + Budget(120);
   while (terminal.size() < 2 && Clock::now() < end) {
     if (!saw_waiting) {
       const std::string m = HttpGet(d.http(), "/metrics");

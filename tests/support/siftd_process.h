@@ -58,7 +58,7 @@ class SiftdProcess {
                                      "--ready-file",
                                      ready_,
                                      "--threads",
-                                     "2"};
+                                     Threads()};
     // The tests decode fixed counts (ignore_eos), which siftd refuses by default.
     args.insert(args.end(), {"--allow-ignore-eos", "true"});
     std::filesystem::create_directories(dir_ / "staging");
@@ -136,6 +136,12 @@ class SiftdProcess {
   pid_t pid() const { return pid_; }
 
  private:
+  // siftd's --threads: 2, or $SIFT_TEST_SIFTD_THREADS (tools/tsan.sh sets 1: OpenMP's workers are
+  // invisible to ThreadSanitizer).
+  static std::string Threads() {
+    const char* t = std::getenv("SIFT_TEST_SIFTD_THREADS");
+    return t != nullptr && *t != '\0' ? t : "2";
+  }
   static inline int counter_ = 0;
   std::filesystem::path dir_;
   std::string ready_, log_;

@@ -71,7 +71,8 @@ struct Settings {
   std::string weights = "native";
   std::string device = "cpu";
   int threads = 0;
-  int64_t n_ctx = 0;  // 0 = the model's context; larger runs past it (speed only)
+  int64_t n_ctx = 0;             // 0 = the model's context; larger runs past it (speed only)
+  int64_t native_max_rows = -1;  // -1: the model's default (ModelOptions::native_max_rows)
   bool machine = true;
 };
 
@@ -225,6 +226,7 @@ json BenchConfig(const Settings& s, const std::string& dtype_name) {
   mo.context_length = s.n_ctx;
   mo.cpu_kernels = s.kernels != "torch";
   mo.weights = sift::ParseWeightFormat(s.weights);
+  if (s.native_max_rows >= 0) mo.native_max_rows = s.native_max_rows;
   const auto t_load = Clock::now();
   const auto model = sift::Model::Load(s.model_path, mo);
   json out = {{"dtype", dtype_name},
@@ -339,6 +341,8 @@ int main(int argc, char** argv) {
       "weights", po::value(&s.weights)->default_value("native"),
       "native: decode reads the GGUF blocks; dense: the dequantised copy")(
       "threads", po::value(&s.threads)->default_value(0), "intra-op threads (0 = all cores)")(
+      "native-max-rows", po::value(&s.native_max_rows)->default_value(-1),
+      "products with at most this many rows read the GGUF blocks (-1: the model's default)")(
       "n-ctx", po::value(&s.n_ctx)->default_value(0),
       "context limit (0 = the model's); past the trained context RoPE extrapolates, so the "
       "timings are meaningful and the outputs are not (as llama-bench's pp32768 on an 8K model)")(
