@@ -64,13 +64,13 @@ bool PluginsBuilt() {
   if (!std::getenv("SIFT_MODEL")) GTEST_SKIP() << "SIFT_MODEL not set"; \
   if (!PluginsBuilt()) GTEST_SKIP() << "plugins prefill_full/decode_local not built"
 
-// How long the tests wait for siftd: x $SIFT_TEST_TIME_SCALE (tools/tsan.sh sets 20: a siftd
-// built with ThreadSanitizer computes about ten times slower).
-std::chrono::seconds Budget(int seconds) {
+// How much longer the tests wait for siftd: $SIFT_TEST_TIME_SCALE, default 1 (tools/tsan.sh sets
+// 20: a siftd built with ThreadSanitizer computes about ten times slower).
+int TimeScale() {
   const char* scale = std::getenv("SIFT_TEST_TIME_SCALE");
-  const int factor = scale != nullptr ? std::max(1, std::atoi(scale)) : 1;
-  return std::chrono::seconds(seconds * factor);
+  return scale != nullptr ? std::max(1, std::atoi(scale)) : 1;
 }
+std::chrono::seconds Budget(int seconds) { return std::chrono::seconds(seconds * TimeScale()); }
 
 std::unique_ptr<SiftClient> Connect(zmq::context_t& ctx, const Daemon& d) {
   sift::client::ClientOptions o;
@@ -81,7 +81,7 @@ std::unique_ptr<SiftClient> Connect(zmq::context_t& ctx, const Daemon& d) {
 // Every reply for `id` up to its terminal.
 std::vector<json> Replies(SiftClient& c, const std::string& id, int timeout_ms = 120000) {
   std::vector<json> out;
-  const auto end = Clock::now() + std::chrono::milliseconds(timeout_ms) * Budget(1).count();
+  const auto end = Clock::now() + std::chrono::milliseconds(timeout_ms) * TimeScale();
   json h;
   while (Clock::now() < end) {
     if (!c.Recv(&h, 100) || h.value("id", json()) != json(id)) continue;

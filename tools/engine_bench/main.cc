@@ -187,9 +187,9 @@ json BenchBatchDecode(const sift::Model& model, const Settings& s, const std::st
     for (sift::KvCache& cache : caches) cache_ptrs.push_back(&cache);
     auto step = [&] {
       const at::Tensor logits = model.DecodeStep(ids, positions, cache_ptrs);
-      const at::Tensor next = logits.argmax(1);
+      const std::vector<int64_t> next = sift::HostInts(logits.argmax(1));  // one read per step
       for (int64_t r = 0; r < rows; ++r) {
-        ids[static_cast<size_t>(r)] = static_cast<sift::TokenId>(sift::HostInt(next[r]));
+        ids[static_cast<size_t>(r)] = static_cast<sift::TokenId>(next[static_cast<size_t>(r)]);
         ++positions[static_cast<size_t>(r)];
       }
     };
