@@ -268,10 +268,11 @@ TEST(SptsPrefillTest, BudgetsCoveringThePromptEqualTheFullModel) {
   KvCache full = model.NewCache();
   at::Tensor expected = model.Forward(ids, 0, full);
   // Bit-equal where every product runs on one path whatever its rows. On CPUs without hardware
-  // bf16 (ModelOptions::upcast_min_rows), products of 16 rows or more run in fp32 and smaller
-  // ones in bf16, and SPTS multiplies other row counts than the full forward: the two agree to
-  // bf16 precision there (measured on an AVX2-only AMD EPYC: logits within 0.29) and give the
-  // same greedy tokens (checked below).
+  // bf16 (ModelOptions::upcast_min_rows), products of up to Model::native_max_rows() rows read
+  // the GGUF blocks and larger ones run in fp32 from the bf16 copy, and SPTS multiplies other
+  // row counts (and by the bf16 copy) than the full forward: the two agree to bf16 precision
+  // there (measured on an AVX2-only AMD EPYC: logits within 0.29) and give the same greedy
+  // tokens (checked below).
   const bool exact = !model.UpcastsToFp32(int64_t{1} << 20);
   auto same = [&](const at::Tensor& a, const at::Tensor& b, double atol) {
     return exact ? at::equal(a, b) : at::allclose(a.to(at::kFloat), b.to(at::kFloat), 2e-2, atol);

@@ -226,7 +226,7 @@ json BenchConfig(const Settings& s, const std::string& dtype_name) {
   mo.context_length = s.n_ctx;
   mo.cpu_kernels = s.kernels != "torch";
   mo.weights = sift::ParseWeightFormat(s.weights);
-  if (s.native_max_rows >= 0) mo.native_max_rows = s.native_max_rows;
+  mo.native_max_rows = s.native_max_rows;
   const auto t_load = Clock::now();
   const auto model = sift::Model::Load(s.model_path, mo);
   json out = {{"dtype", dtype_name},
@@ -235,7 +235,8 @@ json BenchConfig(const Settings& s, const std::string& dtype_name) {
               {"kernel_summary", model->KernelSummary()},
               {"load_s", Seconds(t_load)},
               {"weight_mib", model->weights().Bytes() / 1048576.0},
-              {"native_weight_mib", model->quantized_weights().Bytes() / 1048576.0}};
+              {"native_weight_mib", model->quantized_weights().Bytes() / 1048576.0},
+              {"native_max_rows", model->native_max_rows()}};
   CountPrefillOps(*model, &out);
   out["prefill"] = BenchPrefill(*model, s, dtype_name);
   out["decode"] = BenchDecode(*model, s, dtype_name);

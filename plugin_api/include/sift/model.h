@@ -45,8 +45,10 @@ const char* WeightFormatName(WeightFormat format);
 struct ModelOptions {
   at::ScalarType dtype = at::kBFloat16;  // compute dtype of the linear layers and the KV cache
   WeightFormat weights = WeightFormat::kNative;
-  // kNative: products with at most this many rows read the blocks.
-  int64_t native_max_rows = 8;
+  // kNative: products with at most this many rows read the blocks. -1 = automatic: 96 where bf16
+  // products are upcast (upcast_min_rows: no hardware bf16), whose conversion of every weight
+  // costs more than the blocks' kernel below ~100 rows; else 8 (docs/engine.md#weights).
+  int64_t native_max_rows = -1;
   at::Device device = at::kCPU;
   int threads = 0;  // intra-op threads; 0 = all cores
   // bf16 only: matrix products with at least this many rows are computed in fp32 from the bf16
@@ -144,10 +146,10 @@ class Model {
 
   // ---- the product rule ----
   // x [n, in] W^T + b, the one rule every projection above uses: by the blocks `q` when given and
-  // x has at most ModelOptions::native_max_rows rows on the CPU (fp32 result); else by the dense
-  // w, x and b taken to w's dtype, and when UpcastsToFp32(n) computed in fp32 from that storage
-  // (w's dtype result). A stage that multiplies by the model's weights itself (SPTS's partial
-  // projections) calls it so its numerics are the model's.
+  // x has at most native_max_rows() rows on the CPU (fp32 result); else by the dense w, x and b
+  // taken to w's dtype, and when UpcastsToFp32(n) computed in fp32 from that storage (w's dtype
+  // result). A stage that multiplies by the model's weights itself (SPTS's partial projections)
+  // calls it so its numerics are the model's.
   at::Tensor Linear(const at::Tensor& x, const at::Tensor& w, const at::Tensor& b = {},
                     const QuantizedMatrix* q = nullptr) const;
   // True when a matrix product or an attention over `rows` query rows runs in fp32 from bf16
@@ -155,6 +157,8 @@ class Model {
   bool UpcastsToFp32(int64_t rows) const {
     return upcast_min_rows_ > 0 && rows >= upcast_min_rows_;
   }
+  // ModelOptions::native_max_rows, resolved at Load.
+  int64_t native_max_rows() const { return native_max_rows_; }
 
   // One decoder layer on x (new rows at `positions`). With a cache, the new k/v are appended to
   // it and the rows attend to everything the layer's cache holds; without one, only to each
@@ -201,6 +205,7 @@ class Model {
   std::vector<at::Tensor> w_gate_up_;  // fused [2*ff, hidden] per layer
   at::Tensor inv_freq_cpu_;            // [hd/2] fp32 on the host (RoPE angles are host math)
   int64_t upcast_min_rows_ = 0;        // see ModelOptions::upcast_min_rows (resolved)
+  int64_t native_max_rows_ = 8;        // see ModelOptions::native_max_rows (resolved)
   // Linear with the native-rows rule chosen by the caller: `decode_rows` reads the blocks for
   // any number of rows (each row is one sequence's decode step).
   at::Tensor LinearRows(const at::Tensor& x, const at::Tensor& w, const at::Tensor& b,

@@ -183,6 +183,11 @@ std::shared_ptr<const Model> Model::Load(const std::string& path, const ModelOpt
     l.w_up = gate_up.narrow(0, ff, ff);
     model->w_gate_up_.push_back(gate_up);
   }
+  // Measured on the 2-core AVX2 machine (docs/engine.md#weights): upcasting converts every weight
+  // per product, which the blocks' kernel (weights read once per 8 rows) beats below ~100 rows.
+  model->native_max_rows_ = options.native_max_rows >= 0  ? options.native_max_rows
+                            : model->upcast_min_rows_ > 0 ? 96
+                                                          : 8;
   return model;
 }
 
@@ -229,7 +234,7 @@ std::string Model::KernelSummary() const {
   if (!options_.cpu_kernels) s = "attention torch";
   s += ", matmul ";
   s += native_weights() ? QuantKernelName() + " (native blocks up to " +
-                              std::to_string(options_.native_max_rows) + " rows)"
+                              std::to_string(native_max_rows_) + " rows)"
                         : std::string("LibTorch");
   return s;
 }
@@ -327,7 +332,7 @@ at::Tensor Model::Linear(const at::Tensor& x_in, const at::Tensor& w, const at::
 
 at::Tensor Model::LinearRows(const at::Tensor& x_in, const at::Tensor& w, const at::Tensor& b,
                              const QuantizedMatrix* q, bool decode_rows) const {
-  if (q != nullptr && x_in.is_cpu() && (decode_rows || x_in.size(0) <= options_.native_max_rows)) {
+  if (q != nullptr && x_in.is_cpu() && (decode_rows || x_in.size(0) <= native_max_rows_)) {
     at::Tensor y = q->MatMul(Contiguous(AsType(x_in, at::kFloat)));
     return b.defined() ? y.add_(b) : y;
   }
