@@ -288,6 +288,7 @@ Batching Daemon::StartBatching() {
   if (options_.max_batch > 0) {
     BatchEngineOptions eo;
     eo.max_batch = options_.max_batch;
+    eo.decode_interval = std::chrono::milliseconds(options_.decode_interval_ms);
     engine_ = std::make_unique<BatchEngine>(model_, eo);
     batching.engine = engine_.get();
     batching.slice_tokens = options_.prefill_chunk;
@@ -319,6 +320,7 @@ Batching Daemon::StartBatching() {
   });
   LogInfo("batching", {{"max_batch", options_.max_batch},
                        {"prefill_chunk", options_.prefill_chunk},
+                       {"decode_interval_ms", options_.decode_interval_ms},
                        {"kv_budget_bytes", budget_bytes},
                        {"kv_bytes_per_token", PeakKvBytes(*model_, 1, 0)},
                        {"workers", options_.workers}});

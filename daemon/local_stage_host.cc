@@ -23,7 +23,11 @@ class LocalContext final : public StageContext {
     return job_.kind == StageKind::kDecode ? job_.decoder : nullptr;
   }
   void Yield() override {
-    if (job_.engine != nullptr) job_.engine->Yield();
+    if (job_.engine != nullptr) {
+      job_.engine->Yield();
+    } else {
+      inner_.Yield();  // the caller's context decides (a request's own: returns at once)
+    }
   }
   int64_t slice_tokens() const override { return job_.engine != nullptr ? job_.slice_tokens : 0; }
 

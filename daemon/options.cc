@@ -105,7 +105,10 @@ po::options_description BatchingOptions(DaemonOptions* o) {
       "max-batch", po::value(&o->max_batch)->default_value(o->max_batch),
       "decode rows per step of the batch loop (0 = no batching: each worker runs its request "
       "alone)")("prefill-chunk", po::value(&o->prefill_chunk)->default_value(o->prefill_chunk),
-                "prompt tokens a prefill computes between two decode steps (0 = the whole prompt)")(
+                "prompt tokens per prefill forward (0 = the whole prompt at once)")(
+      "decode-interval-ms", po::value(&o->decode_interval_ms)->default_value(o->decode_interval_ms),
+      "while a request's prefill (or other stage work) runs, the decode batch gets a step at the "
+      "stage's next layer once this long has passed since its last one (0 = at every layer)")(
       "kv-budget", po::value(&o->kv_budget)->default_value(o->kv_budget),
       "KV-cache memory requests reserve before they run: bytes with K/M/G/T, or a percentage "
       "of the machine's memory; a request waits while its KV does not fit")(
@@ -159,6 +162,9 @@ std::string Validate(DaemonOptions& o) {
   if (o.workers < 1 || o.workers > 256) return "--workers must be in [1, 256]";
   if (o.max_batch < 0 || o.max_batch > 4096) return "--max-batch must be in [0, 4096]";
   if (o.prefill_chunk < 0) return "--prefill-chunk must be >= 0";
+  if (o.decode_interval_ms < 0 || o.decode_interval_ms > 60000) {
+    return "--decode-interval-ms must be in [0, 60000]";
+  }
   if (o.io_nice < 0 || o.io_nice > 19) return "--io-nice must be in [0, 19]";
   std::string kv_error;
   if (!ParseKvBudget(o.kv_budget, PhysicalMemoryBytes(), &o.kv_budget_bytes, &kv_error)) {

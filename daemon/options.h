@@ -37,10 +37,11 @@ struct DaemonOptions {
   int workers = 64;  // requests in flight at once (batched); beyond them they queue
   int64_t queue_size = 64;
   // Continuous batching (docs/operations.md#batching).
-  int64_t max_batch = 64;         // rows per decode step; 0 = no batching (a request per worker)
-  int64_t prefill_chunk = 512;    // prompt tokens per prefill slice between decode steps; 0 = whole
-  std::string kv_budget = "50%";  // KV memory for admission: bytes (K/M/G/T) or % of memory
-  int64_t kv_budget_bytes = 0;    // kv_budget in bytes: set by ParseOptions once it is valid
+  int64_t max_batch = 64;            // rows per decode step; 0 = no batching (a request per worker)
+  int64_t prefill_chunk = 512;       // prompt tokens per prefill forward; 0 = the whole prompt
+  int64_t decode_interval_ms = 200;  // a decode step at least this often while stages run
+  std::string kv_budget = "50%";     // KV memory for admission: bytes (K/M/G/T) or % of memory
+  int64_t kv_budget_bytes = 0;       // kv_budget in bytes: set by ParseOptions once it is valid
   int io_nice = 0;  // nice added to every thread but the batch loop's (thread_priority.h); 0 = off
   int heartbeat_ms = 1000;
   int rescan_ms = 1000;  // 0: rescan only on SIGHUP

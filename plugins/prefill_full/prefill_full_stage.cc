@@ -84,6 +84,7 @@ Status PrefillFullStage::Run(const Model& model, RequestState& state, StageConte
   options.attention.block_size = block_size_;
   options.hooks.stats_request = [&](int64_t layer) {
     if (context.Cancelled()) throw Interrupted{};
+    if (c0 > 0 || layer > 0) context.Yield();  // other requests' decode steps may run here
     context.Progress("prefill", chunk_index * layers + layer, total_steps);
     auto it = state.plan.stats.find(layer);
     if (it == state.plan.stats.end()) return AttentionStatsRequest{};
@@ -96,7 +97,6 @@ Status PrefillFullStage::Run(const Model& model, RequestState& state, StageConte
   at::Tensor logits;
   try {
     for (; c0 < n; c0 = c1, ++chunk_index) {
-      if (c0 > 0) context.Yield();  // other requests' decode steps may run between chunks
       c1 = std::min(n, c0 + chunk);
       std::vector<TokenId> ids(state.tokens.begin() + c0, state.tokens.begin() + c1);
       logits = model.Forward(ids, c0, *cache, options);

@@ -13,8 +13,8 @@
 //   block_size  int in [1, 65536], 256  attention query block size (memory vs speed)
 //                                       (request: >= 64)
 //
-// Between chunks it calls context.Yield(), so siftd runs the other requests' decode steps there.
-// Cancellation is checked before every layer of every chunk; progress is reported per layer as
+// Before every layer of every chunk (but the first) it calls context.Yield(), so siftd runs the
+// other requests' decode steps there, and checks cancellation; progress is reported per layer as
 // ("prefill", layers done, layers × chunks).
 //
 // THREADING: one instance per request (sift/stage.h).

@@ -22,6 +22,7 @@ Status PrefillPartialStage::Run(const Model& model, RequestState& state, StageCo
   options.cancelled = [&] { return context.Cancelled(); };
   options.progress = [&](int64_t done, int64_t total) {
     context.Progress("prefill_partial", done, total);
+    context.Yield();  // other requests' decode steps may run between layers
   };
   std::map<int64_t, AttentionStats> stats;
   if (!PartialPrefill(model, state.tokens, state.plan.stats, options, &stats)) {

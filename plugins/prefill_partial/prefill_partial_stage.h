@@ -10,6 +10,9 @@
 // Parameters:
 //   block_size  int in [1, 65536], default 256   attention query block
 //
+// Cancellation is checked and context.Yield() called before every layer (siftd runs other
+// requests' decode steps there).
+//
 // THREADING: one instance per request (sift/stage.h).
 // ERRORS:    FAILED_PRECONDITION when no later stage planned statistics; INVALID_ARGUMENT for an
 //            empty prompt or out-of-vocabulary token; the context's cancel status.

@@ -131,6 +131,7 @@ Status PrefillSkipStage::Run(const Model& model, RequestState& state, StageConte
   options.cancelled = [&](int64_t layer, int64_t layers) {
     if (context.Cancelled()) return true;
     context.Progress("prefill", layer, layers);
+    context.Yield();  // other requests' decode steps may run between layers
     return false;
   };
   auto cache = std::make_unique<KvCache>(model.NewCache());

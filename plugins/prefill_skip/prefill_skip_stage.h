@@ -29,7 +29,8 @@
 // Ablations of the paper's Table 2: PAP only = {ltp=false, msdp=false}; PAP+LTP = {msdp=false};
 // PAP+LTP+MSDP = defaults.
 //
-// Cancellation is checked before every layer; progress is ("prefill", layers done, layers).
+// Cancellation is checked and context.Yield() called before every layer; progress is ("prefill",
+// layers done, layers).
 // Statistics requested by later stages (state.plan.stats) are not collected: such a request
 // fails with FAILED_PRECONDITION.
 //

@@ -38,6 +38,7 @@ Status PrefillStreamingStage::Run(const Model& model, RequestState& state, Stage
   options.cancelled = [&] { return context.Cancelled(); };
   options.progress = [&](int64_t done, int64_t total) {
     context.Progress("prefill_streaming", done, total);
+    context.Yield();  // other requests' decode steps may run between steps
   };
   StreamingScores scores;
   if (!StreamingPrefill(model, state.tokens, question_begin, layers, options, &scores)) {

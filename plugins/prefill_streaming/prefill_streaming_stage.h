@@ -18,6 +18,9 @@
 //   include_query_keys  bool, default false   softmax over context + query keys (else context)
 //   fallback_query      int in [1, 4096], default 32
 //
+// Cancellation is checked and context.Yield() called before every layer of every segment
+// (siftd runs other requests' decode steps there).
+//
 // THREADING: one instance per request (sift/stage.h).
 // ERRORS:    FAILED_PRECONDITION when no later stage planned max_prob; INVALID_ARGUMENT for an
 //            empty prompt, a prompt without context, or an out-of-vocabulary token; the

@@ -4,6 +4,7 @@
 //     a time on a daemon without batching (fp32; prefill in slices on the batching one);
 //   - requests join, leave, are cancelled and pass their deadline in the middle of a batch while
 //     the others go on to their full length;
+//   - a running stream gets tokens while another request's long prompt is prefilled;
 //   - admission by KV memory: a request that can never fit is refused at once, one that does not
 //     fit yet waits for the running one and then runs; /metrics shows it.
 #include <gtest/gtest.h>
@@ -156,6 +157,63 @@ TEST(BatchingTest, EveryPipelineBatchedEqualsOneAtATime) {
   for (const std::string& p : pipelines) EXPECT_EQ(got[p], expected[p]) << "pipeline " << p;
   const std::string metrics = HttpGet(batched.http(), "/metrics");
   EXPECT_GT(MetricValue(metrics, "sift_batch_max_rows"), 1) << "no step ever held two requests";
+}
+
+// A long prompt prefilled in one forward (--prefill-chunk 0) does not hold a running stream: with
+// --decode-interval-ms 0 the stream gets a decode step at every layer boundary of that prefill.
+// The stream's tokens that came during the prefill are those after the long request's first
+// heartbeat reporting prefill progress and before its first token.
+TEST(BatchingTest, StreamsGoOnWhileALongPromptPrefills) {
+  SKIP_WITHOUT_DAEMON();
+  Daemon d;
+  ASSERT_EQ(d.Start({"--workers", "4", "--n-ctx", "2048", "--prefill-chunk", "0",
+                     "--decode-interval-ms", "0", "--heartbeat-ms", "200"}),
+            "");
+  zmq::context_t ctx(1);
+  auto c = Connect(ctx, d);
+  c->Send({{"type", "generate"},
+           {"id", "stream"},
+           {"pipeline", "full"},
+           {"prompt", "Count: one, two,"},
+           {"max_tokens", 1500},
+           {"ignore_eos", true},
+           {"stream", true}});
+  std::string prompt;
+  for (int i = 0; i < 150; ++i) prompt += "The quick brown fox jumps over the lazy dog. ";
+  bool sent = false, prefilling = false, long_streamed = false;
+  int during_prefill = 0;
+  std::set<std::string> done;
+  json h;
+  const auto end = Clock::now() + Budget(300);
+  while (done.size() < 2 && Clock::now() < end) {
+    if (!c->Recv(&h, 100)) continue;
+    const std::string id = h.value("id", ""), type = h.value("type", "");
+    if (type == "final" || type == "error") done.insert(id);
+    if (id == "stream" && type == "chunk") {
+      if (!sent) {
+        c->Send({{"type", "generate"},
+                 {"id", "long"},
+                 {"pipeline", "full"},
+                 {"prompt", prompt},
+                 {"max_tokens", 2},
+                 {"stream", true}});
+        sent = true;
+      }
+      if (prefilling && !long_streamed) ++during_prefill;
+    }
+    if (id == "long" && type == "heartbeat" && h.contains("progress") &&
+        h["progress"].value("done", 0) > 0) {
+      prefilling = true;
+    }
+    if (id == "long" && (type == "chunk" || type == "final" || type == "error")) {
+      if (!long_streamed) c->Send({{"type", "cancel"}, {"id", "stream"}});
+      long_streamed = true;
+    }
+  }
+  ASSERT_EQ(done.size(), 2u);
+  EXPECT_TRUE(prefilling) << "no heartbeat reported the long prompt's prefill";
+  // About one token per layer boundary (30 layers); without yields inside the forward, none.
+  EXPECT_GE(during_prefill, 5);
 }
 
 class BatchFlowTest : public ::testing::Test {

@@ -33,6 +33,7 @@ TEST(OptionsTest, DefaultsServeFromTheRepositoryRoot) {
   // Batching (docs/operations.md#batching).
   EXPECT_EQ(o.max_batch, 64);
   EXPECT_EQ(o.prefill_chunk, 512);
+  EXPECT_EQ(o.decode_interval_ms, 200);
   EXPECT_EQ(o.kv_budget, "50%");
   EXPECT_EQ(o.io_nice, 0);
   // The limits one peer meets (docs/operations.md section 6).
@@ -45,15 +46,18 @@ TEST(OptionsTest, DefaultsServeFromTheRepositoryRoot) {
 TEST(OptionsTest, BatchingOptionsAreRangeChecked) {
   DaemonOptions o;
   std::string message;
-  ASSERT_EQ(
-      Parse({"--max-batch", "0", "--prefill-chunk", "128", "--kv-budget", "2G", "--io-nice", "0"},
-            &o, &message),
-      ParseResult::kRun)
+  ASSERT_EQ(Parse({"--max-batch", "0", "--prefill-chunk", "128", "--kv-budget", "2G", "--io-nice",
+                   "0", "--decode-interval-ms", "50"},
+                  &o, &message),
+            ParseResult::kRun)
       << message;
   EXPECT_EQ(o.max_batch, 0);
   EXPECT_EQ(o.kv_budget, "2G");
+  EXPECT_EQ(o.decode_interval_ms, 50);
   for (const std::vector<std::string>& bad : {std::vector<std::string>{"--max-batch", "-1"},
                                               {"--prefill-chunk", "-5"},
+                                              {"--decode-interval-ms", "-1"},
+                                              {"--decode-interval-ms", "60001"},
                                               {"--kv-budget", "lots"},
                                               {"--kv-budget", "0"},
                                               {"--io-nice", "20"}}) {

@@ -5,6 +5,7 @@
 #include <gtest/gtest.h>
 
 #include <atomic>
+#include <chrono>
 #include <cstdio>
 #include <cstdlib>
 #include <memory>
@@ -194,10 +195,13 @@ TEST_F(BatchEngineFlowTest, CancelledRequestLeavesOthersGoOn) {
 }
 
 // Exclusive tasks run on the loop thread; Yield() inside one runs decode steps for the requests
-// in the batch, and a task's exception reaches the caller.
+// in the batch (every time, with a zero decode_interval), and a task's exception reaches the
+// caller.
 TEST_F(BatchEngineFlowTest, TasksRunOnTheLoopAndYieldToDecodeSteps) {
   const Model& model = *model_;
-  BatchEngine engine(model_);
+  BatchEngineOptions eo;
+  eo.decode_interval = std::chrono::milliseconds(0);
+  BatchEngine engine(model_, eo);
   std::atomic<bool> decoding{false};
   GenerationOptions options;
   options.max_tokens = 40;
@@ -225,6 +229,41 @@ TEST_F(BatchEngineFlowTest, TasksRunOnTheLoopAndYieldToDecodeSteps) {
   EXPECT_THROW(engine.RunExclusive([] { throw Error("task failed"); }), Error);
   decoder.join();
   EXPECT_EQ(engine.stats().decoding, 0);
+}
+
+// With a decode_interval, Yield() runs a step only once that long has passed since the last one:
+// yields in quick succession run none, a yield after the interval runs one.
+TEST_F(BatchEngineFlowTest, YieldStepsOnlyOnceTheIntervalHasPassed) {
+  const Model& model = *model_;
+  BatchEngineOptions eo;
+  eo.decode_interval = std::chrono::milliseconds(1000);
+  BatchEngine engine(model_, eo);
+  std::atomic<bool> decoding{false};
+  GenerationOptions options;
+  options.max_tokens = 40;
+  options.ignore_eog = true;
+  std::thread decoder([&] {
+    Prefilled p = Prefill(model, kPrompts[2]);
+    engine.Decode(model, *p.cache, p.logits, p.next_position, options,
+                  [&](const std::string&, TokenId) {
+                    decoding = true;
+                    return true;
+                  });
+  });
+  while (!decoding) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  int64_t quick = -1, late = -1;
+  engine.RunExclusive([&] {
+    // The loop ran a step just before this task (tasks and steps alternate).
+    const int64_t before = engine.stats().steps;
+    for (int i = 0; i < 5; ++i) engine.Yield();
+    quick = engine.stats().steps - before;
+    std::this_thread::sleep_for(std::chrono::milliseconds(1100));
+    engine.Yield();
+    late = engine.stats().steps - before - quick;
+  });
+  EXPECT_EQ(quick, 0);
+  EXPECT_EQ(late, 1);
+  decoder.join();
 }
 
 }  // namespace

@@ -1,5 +1,5 @@
-// Test-only StageContext: records progress and streamed text; can cancel itself after a given
-// number of emits or refuse further text (a vanished client). Thread-safe enough for the
+// Test-only StageContext: records progress, yields and streamed text; can cancel itself after a
+// given number of emits or refuse further text (a vanished client). Thread-safe enough for the
 // pipeline runner, which calls it from the request's thread only.
 #ifndef SIFT_TESTS_PLUGINS_TEST_CONTEXT_H_
 #define SIFT_TESTS_PLUGINS_TEST_CONTEXT_H_
@@ -31,9 +31,11 @@ class TestContext : public StageContext {
     if (cancel_after_emits >= 0 && emits >= cancel_after_emits) cancelled_ = true;
     return refuse_after_emits < 0 || emits < refuse_after_emits;
   }
+  void Yield() override { ++yields; }
   void Cancel() { cancelled_ = true; }
 
   int emits = 0;
+  int yields = 0;  // Yield() calls: the points where a host could run other requests' steps
   int progress_calls = 0;
   std::string streamed;
   std::string last_progress;

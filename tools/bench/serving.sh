@@ -19,7 +19,7 @@
 #   issue   the issue's load: ~354-token prompts, 64 generated tokens, N = 1, 4, 8
 #   gap     4 streams of 128 tokens while a ~7,600-token prompt is prefilled (under the 8,192
 #           tokens llama-server allows a slot of an 8K-context model): the longest gap a running
-#           stream sees (siftd --prefill-chunk 512)
+#           stream sees (siftd with its defaults: --prefill-chunk 512, --decode-interval-ms 200)
 #   payoff  8K-token prompts under a KV budget of two full-KV requests, 8 clients, one request
 #           each, per pipeline (full, snapkv, chunkkv, gemfilter, ilre, spts): how many decode at
 #           once, requests per minute, output tok/s (siftd only: llama-server has no such budget)

@@ -82,7 +82,8 @@ def main():
           "streaming `/v1/completions`, temperature 0, end-of-sequence ignored so both servers "
           "generate exactly `max_tokens`; each level on a freshly started server (llama-server "
           "with `--parallel N` and N times the per-request context; siftd with its defaults: "
-          "continuous batching, `--max-batch 64`, `--prefill-chunk 512`, except "
+          "continuous batching, `--max-batch 64`, `--prefill-chunk 512`, `--decode-interval-ms 200`, "
+          "except "
           "`--openai-max-connections-per-peer 256`, since every client connects from 127.0.0.1). "
           "Load average before: "
           f"`{summary['load_before']}`; after: `{summary['load_after']}`."]

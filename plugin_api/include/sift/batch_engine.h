@@ -6,12 +6,14 @@
 //     Model::DecodeStep (the rows share the linear layers; each attends to its own cache,
 //     whatever its pipeline compressed it to), sampled with each request's own options and seed
 //     (sift::Generation), streamed through each request's callback;
-//   - a task: work handed over with RunExclusive() (a prefill, filter or select stage), which may
-//     call Yield() between bounded slices (prefill chunks) to let one decode step run.
-// Decode steps and tasks alternate, so a running stream waits at most one slice of other work
-// for its next token, and tasks run in the order they were handed over. Requests join the batch
-// between steps and leave when they finish, are cancelled (their callback returns false) or fail.
-// All compute runs on the one loop thread, so one OpenMP team serves every request.
+//   - a task: work handed over with RunExclusive() (a prefill, filter or select stage), which
+//     calls Yield() between bounded slices of it (its layers) to let a decode step run there once
+//     BatchEngineOptions::decode_interval has passed since the last one.
+// Decode steps and tasks alternate, so a running stream waits about decode_interval plus one
+// slice of other work for its next token, and tasks run in the order they were handed over.
+// Requests join the batch between steps and leave when they finish, are cancelled (their callback
+// returns false) or fail. All compute runs on the one loop thread, so one OpenMP team serves every
+// request.
 //
 // Greedy output in the batch equals Generate()'s for the same cache and logits, up to the
 // product kernel's summation order over several rows (Model::DecodeStep).
@@ -26,6 +28,7 @@
 #ifndef SIFT_BATCH_ENGINE_H_
 #define SIFT_BATCH_ENGINE_H_
 
+#include <chrono>
 #include <condition_variable>
 #include <cstdint>
 #include <deque>
@@ -56,6 +59,9 @@ class BatchDecoder {
 
 struct BatchEngineOptions {
   int64_t max_batch = 64;  // rows per decode step; more requests wait for a free row
+  // Inside a task, Yield() runs a decode step only once this long has passed since the last step
+  // ended (zero: at every Yield()). Shorter: smoother streams, slower prefills.
+  std::chrono::milliseconds decode_interval{200};
 };
 
 struct BatchEngineStats {
@@ -81,8 +87,8 @@ class BatchEngine final : public BatchDecoder {
 
   // Runs `task` on the loop thread between decode steps and waits for it; rethrows what it throws.
   void RunExclusive(const std::function<void()>& task);
-  // From inside a task: runs one decode step now if any request is decoding. Returns at once on
-  // any other thread.
+  // From inside a task: runs one decode step now if any request is decoding and the last step
+  // ended at least BatchEngineOptions::decode_interval ago. Returns at once on any other thread.
   void Yield();
   // True on the loop thread (inside a task or a stream callback).
   bool OnLoopThread() const { return std::this_thread::get_id() == thread_id_; }
@@ -109,8 +115,9 @@ class BatchEngine final : public BatchDecoder {
   bool stopping_ SIFT_GUARDED_BY(mu_) = false;
   bool started_ SIFT_GUARDED_BY(mu_) = false;
   BatchEngineStats stats_ SIFT_GUARDED_BY(mu_);
-  std::vector<Slot*> batch_;  // the loop thread only
-  std::thread thread_;        // last: started when everything above exists
+  std::vector<Slot*> batch_;                             // the loop thread only
+  std::chrono::steady_clock::time_point last_step_end_;  // the loop thread only
+  std::thread thread_;  // last: started when everything above exists
 };
 
 }  // namespace sift

@@ -44,8 +44,9 @@ class StageContext {
   // thread and may call Cancelled() and Emit() there (the one exception to "call these from the
   // thread that runs Run").
   virtual BatchDecoder* batch_decoder() { return nullptr; }
-  // Stages with long work call this between bounded slices of it (a prefill between chunks): the
-  // host may run other requests' decode steps before it returns. Default: returns at once.
+  // Stages with long work call this between bounded slices of it (a prefill before each layer):
+  // the host may run other requests' decode steps before it returns (siftd does when its
+  // --decode-interval-ms has passed since the last one). Default: returns at once.
   virtual void Yield() {}
   // The slice, in prompt tokens, the host asks long stages to work in between Yield() calls
   // (0: no preference, work in one piece).

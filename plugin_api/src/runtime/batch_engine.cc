@@ -3,6 +3,7 @@
 #include <pthread.h>
 
 #include <algorithm>
+#include <chrono>
 #include <optional>
 #include <string>
 #include <utility>
@@ -43,6 +44,7 @@ BatchEngine::BatchEngine(std::shared_ptr<const Model> model, BatchEngineOptions 
   SIFT_CHECK(model_ != nullptr, "BatchEngine: no model");
   SIFT_CHECK(options_.max_batch >= 1, "BatchEngine: max_batch must be >= 1, got ",
              options_.max_batch);
+  SIFT_CHECK(options_.decode_interval.count() >= 0, "BatchEngine: decode_interval must be >= 0");
   thread_ = std::thread([this] { Loop(); });
   MutexLock lock(mu_);
   while (!started_) done_cv_.wait(mu_);
@@ -105,6 +107,7 @@ void BatchEngine::RunExclusive(const std::function<void()>& task) {
 
 void BatchEngine::Yield() {
   if (!OnLoopThread()) return;
+  if (std::chrono::steady_clock::now() - last_step_end_ < options_.decode_interval) return;
   Step();
 }
 
@@ -221,6 +224,7 @@ void BatchEngine::Step() {
     stats_.decoding = static_cast<int64_t>(batch_.size());
   }
   done_cv_.notify_all();
+  last_step_end_ = std::chrono::steady_clock::now();
 }
 
 void BatchEngine::Finish(Slot& slot, std::exception_ptr error) {
