@@ -330,7 +330,11 @@ TEST(CatalogWatchTest, PollingPicksUpSettledChanges) {
   for (const char* name : {"prefill_full", "decode_local"}) {
     Install(Served(name), plugins + "/" + name + ".so");
   }
-  CatalogOptions options{plugins, pipelines, "", 50, [](const std::string&, const json&) {}};
+  CatalogOptions options;
+  options.plugins_dir = plugins;
+  options.pipelines_dir = pipelines;
+  options.poll_interval_ms = 50;
+  options.log = [](const std::string&, const json&) {};
   auto catalog = Catalog::Create(options, nullptr);
   Write(pipelines + "/full.toml",
         "[[stage]]\nplugin = \"prefill_full\"\n[[stage]]\nplugin = \"decode_local\"\n");
