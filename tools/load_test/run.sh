@@ -127,7 +127,7 @@ per client, each keeping one request in flight (closed loop), checks that every 
 exactly one terminal message and nothing after it, retries retryable rejections with a new id,
 and measures the daemon's RSS from /proc.
 
-Machine: $(nproc) cores ($CPU), shared with other work while measuring. Model
+Machine: $(nproc) cores ($CPU), load average at the start $(cut -d' ' -f1-3 /proc/loadavg). Model
 $(basename "$MODEL"), bf16 on CPU, \`siftd --workers 16 --queue-size 64\` (continuous batching:
 up to 16 requests in flight, their decode steps batched, the hot swaps land while they run). Date: $(date -u +%Y-%m-%d).
 
