@@ -75,6 +75,24 @@ class BatchEngineTest : public ::testing::TestWithParam<at::ScalarType> {
   std::shared_ptr<const Model> model_;
 };
 
+// A thread that decodes 40 tokens of one request in `engine`; returns once its first token is out.
+std::thread StartDecoding(const Model& model, BatchEngine& engine) {
+  auto decoding = std::make_shared<std::atomic<bool>>(false);
+  std::thread decoder([&model, &engine, decoding] {
+    GenerationOptions options;
+    options.max_tokens = 40;
+    options.ignore_eog = true;
+    Prefilled p = Prefill(model, kPrompts[2]);
+    engine.Decode(model, *p.cache, p.logits, p.next_position, options,
+                  [decoding](const std::string&, TokenId) {
+                    *decoding = true;
+                    return true;
+                  });
+  });
+  while (!*decoding) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  return decoder;
+}
+
 TEST_P(BatchEngineTest, DecodeStepRowsEqualOneRowForwards) {
   const Model& model = *model_;
   std::vector<Prefilled> batch, alone;
@@ -202,19 +220,7 @@ TEST_F(BatchEngineFlowTest, TasksRunOnTheLoopAndYieldToDecodeSteps) {
   BatchEngineOptions eo;
   eo.decode_interval = std::chrono::milliseconds(0);
   BatchEngine engine(model_, eo);
-  std::atomic<bool> decoding{false};
-  GenerationOptions options;
-  options.max_tokens = 40;
-  options.ignore_eog = true;
-  std::thread decoder([&] {
-    Prefilled p = Prefill(model, kPrompts[2]);
-    engine.Decode(model, *p.cache, p.logits, p.next_position, options,
-                  [&](const std::string&, TokenId) {
-                    decoding = true;
-                    return true;
-                  });
-  });
-  while (!decoding) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  std::thread decoder = StartDecoding(model, engine);
   int64_t steps_during_yields = 0;
   bool on_loop = false;
   engine.RunExclusive([&] {
@@ -238,19 +244,7 @@ TEST_F(BatchEngineFlowTest, YieldStepsOnlyOnceTheIntervalHasPassed) {
   BatchEngineOptions eo;
   eo.decode_interval = std::chrono::milliseconds(1000);
   BatchEngine engine(model_, eo);
-  std::atomic<bool> decoding{false};
-  GenerationOptions options;
-  options.max_tokens = 40;
-  options.ignore_eog = true;
-  std::thread decoder([&] {
-    Prefilled p = Prefill(model, kPrompts[2]);
-    engine.Decode(model, *p.cache, p.logits, p.next_position, options,
-                  [&](const std::string&, TokenId) {
-                    decoding = true;
-                    return true;
-                  });
-  });
-  while (!decoding) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  std::thread decoder = StartDecoding(model, engine);
   int64_t quick = -1, late = -1;
   engine.RunExclusive([&] {
     // The loop ran a step just before this task (tasks and steps alternate).
