@@ -138,6 +138,25 @@ json Terminal(SiftClient& c, const std::string& id) {
   return r.empty() ? json() : r.back();
 }
 
+// The terminal message of each of `ids`, which are in flight together and may end in any order
+// (reading them one by one would drop a terminal that arrives before an earlier id's).
+std::map<std::string, json> Terminals(SiftClient& c, const std::set<std::string>& ids,
+                                      int timeout_ms = 120000) {
+  std::map<std::string, json> out;
+  const auto end = Clock::now() + std::chrono::milliseconds(timeout_ms);
+  json h;
+  while (out.size() < ids.size() && Clock::now() < end) {
+    if (!c.Recv(&h, 100) || !h.contains("id") || !h["id"].is_string()) continue;
+    const std::string id = h["id"].get<std::string>();
+    if (ids.count(id) == 0 || h.value("duplicate", false)) continue;
+    if (h["type"] == "final" || h["type"] == "error") out[id] = h;
+  }
+  for (const std::string& id : ids) {
+    if (out.count(id) == 0) ADD_FAILURE() << "no terminal message for " << id;
+  }
+  return out;
+}
+
 json Generate(const std::string& id, const std::string& pipeline, int max_tokens = 2) {
   return {{"type", "generate"},
           {"id", id},
@@ -791,8 +810,8 @@ TEST(WorkerTest, DeadRemoteWorkerFailsFast) {
   // of them may be the probe after the 1 s back-off, which opens the circuit for 2 s).
   for (int i = 0; i < 3; ++i) c->Send(Generate("dead" + std::to_string(i + 2), "remote"));
   int open = 0;
-  for (int i = 0; i < 3; ++i) {
-    e = Terminal(*c, "dead" + std::to_string(i + 2));
+  for (auto& [id, terminal] : Terminals(*c, {"dead2", "dead3", "dead4"})) {
+    e = terminal;
     EXPECT_EQ(e["code"], "UNAVAILABLE") << e.dump();
     EXPECT_EQ(e["reason"], "worker_unavailable") << e.dump();
     open += e["message"].get<std::string>().find("circuit open") != std::string::npos;
