@@ -2,7 +2,9 @@
 
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
+#include <cctype>
 #include <chrono>
 #include <cstdio>
 #include <ctime>
@@ -12,6 +14,7 @@ namespace sift::daemon {
 namespace {
 
 std::atomic<int> g_level{static_cast<int>(LogLevel::kInfo)};
+std::atomic<int> g_format{static_cast<int>(LogFormat::kJson)};
 std::mutex g_sink_mu;
 std::function<void(const std::string&)> g_sink;  // guarded by g_sink_mu
 
@@ -29,7 +32,68 @@ std::string Timestamp() {
   return buf;
 }
 
+// The names every line has; a field of the same name is dropped rather than replace them.
+bool IsLineKey(const std::string& key) { return key == "ts" || key == "level" || key == "event"; }
+
+std::string Dump(const nlohmann::json& value) {
+  return value.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
+}
+
+// A string value as text: bare when it cannot be misread (no space, quote, '=' or control
+// character, not empty), else JSON-quoted.
+std::string TextValue(const nlohmann::json& value) {
+  if (!value.is_string()) return Dump(value);
+  const std::string& s = value.get_ref<const std::string&>();
+  const bool bare = !s.empty() && std::none_of(s.begin(), s.end(), [](char c) {
+    const auto u = static_cast<unsigned char>(c);
+    return u <= ' ' || u == 0x7f || c == '"' || c == '=';
+  });
+  return bare ? s : Dump(value);
+}
+
 }  // namespace
+
+bool ParseLogFormat(const std::string& name, LogFormat* format) {
+  if (name == "json") {
+    *format = LogFormat::kJson;
+  } else if (name == "text") {
+    *format = LogFormat::kText;
+  } else if (name == "auto") {
+    *format = ::isatty(STDERR_FILENO) == 1 ? LogFormat::kText : LogFormat::kJson;
+  } else {
+    return false;
+  }
+  return true;
+}
+
+void SetLogFormat(LogFormat format) { g_format.store(static_cast<int>(format)); }
+
+std::string FormatLogLine(LogFormat format, const std::string& ts, LogLevel level,
+                          const std::string& event, const nlohmann::json& fields) {
+  if (format == LogFormat::kJson) {
+    nlohmann::ordered_json line = nlohmann::ordered_json::object();  // ts, level, event first
+    line["ts"] = ts;
+    line["level"] = LogLevelName(level);
+    line["event"] = event;
+    if (fields.is_object()) {
+      for (auto it = fields.begin(); it != fields.end(); ++it) {
+        if (!IsLineKey(it.key())) line[it.key()] = it.value();
+      }
+    }
+    return line.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
+  }
+  std::string name = LogLevelName(level);
+  for (char& c : name) c = static_cast<char>(std::toupper(static_cast<unsigned char>(c)));
+  name.resize(5, ' ');
+  std::string text = ts + " " + name + " " + event;
+  if (fields.is_object()) {
+    for (auto it = fields.begin(); it != fields.end(); ++it) {
+      if (IsLineKey(it.key())) continue;
+      text += " " + it.key() + "=" + TextValue(it.value());
+    }
+  }
+  return text;
+}
 
 bool ParseLogLevel(const std::string& name, LogLevel* level) {
   if (name == "debug") {
@@ -71,14 +135,8 @@ void SetLogSink(std::function<void(const std::string&)> sink) {
 
 void Log(LogLevel level, const std::string& event, const nlohmann::json& fields) {
   if (!LogEnabled(level)) return;
-  nlohmann::json line = nlohmann::json::object();
-  line["ts"] = Timestamp();
-  line["level"] = LogLevelName(level);
-  line["event"] = event;
-  if (fields.is_object()) {
-    for (auto it = fields.begin(); it != fields.end(); ++it) line[it.key()] = it.value();
-  }
-  std::string text = line.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
+  std::string text =
+      FormatLogLine(static_cast<LogFormat>(g_format.load()), Timestamp(), level, event, fields);
   text.push_back('\n');
   std::lock_guard<std::mutex> lock(g_sink_mu);
   if (g_sink) {

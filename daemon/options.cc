@@ -18,9 +18,11 @@ po::options_description GeneralOptions(DaemonOptions* o) {
   general.add_options()("version", "print the version and exit")(
       "config", po::value(&o->config_file), "config file (key = value, keys as the long flags)")(
       "log-level", po::value(&o->log_level)->default_value(o->log_level),
-      "debug, info, warn or error (JSON lines on stderr)")(
-      "ready-file", po::value(&o->ready_file),
-      "write {pid, endpoints, http} as JSON here once serving")(
+      "debug, info, warn or error")(
+      "log-format", po::value(&o->log_format)->default_value(o->log_format),
+      "text (for people), json (one object per line, for machines) or auto: text when stderr "
+      "is a terminal, else json")("ready-file", po::value(&o->ready_file),
+                                  "write {pid, endpoints, http} as JSON here once serving")(
       "make-curve-keys", po::value(&o->make_curve_keys)->value_name("PREFIX"),
       "write a CURVE key pair to PREFIX.key (secret) and PREFIX.pub, then exit")(
       "worker", po::bool_switch(&o->worker),

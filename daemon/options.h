@@ -68,6 +68,7 @@ struct DaemonOptions {
   int openai_max_connections_per_peer = 16;  // per client IP address
   // Operations.
   std::string log_level = "info";
+  std::string log_format = "auto";  // json, text, or auto: text when stderr is a terminal
   std::string ready_file;
   // Worker mode (a remote stage host): siftd --worker --bind tcp://...
   bool worker = false;

@@ -58,6 +58,12 @@ int RunDaemon(const DaemonOptions& o) {
     return 2;
   }
   SetLogLevel(level);
+  LogFormat format;
+  if (!ParseLogFormat(o.log_format, &format)) {
+    LogError("bad_options", {{"message", "--log-format: expected text, json or auto"}});
+    return 2;
+  }
+  SetLogFormat(format);
   if (!o.make_curve_keys.empty()) return MakeCurveKeys(o.make_curve_keys);
   if (!o.preflight.empty()) return RunPreflightChild(o.preflight, o.model, o.dtype, o.device);
   if (o.worker) return RunWorkerMode(o);

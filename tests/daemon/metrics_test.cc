@@ -1,6 +1,8 @@
 // Unit tests of the Prometheus registry (daemon/metrics.h) and the log line format.
 #include "daemon/metrics.h"
 
+#include <unistd.h>
+
 #include <gtest/gtest.h>
 
 #include <nlohmann/json.hpp>
@@ -53,6 +55,44 @@ TEST(LogTest, WritesOneJsonObjectPerLine) {
   EXPECT_EQ(j["level"], "info");
   EXPECT_EQ(j["req"], "r1");
   EXPECT_TRUE(j["ts"].get<std::string>().back() == 'Z');
+}
+
+TEST(LogTest, TextLinesCarryTheSameFields) {
+  const nlohmann::json fields = {
+      {"req", "r1"}, {"ms", 1.5},          {"pipeline", "full"}, {"message", "no such pipeline"},
+      {"empty", ""}, {"quote", "a\"b"},    {"eq", "k=v"},        {"list", {"tcp://a", "tcp://b"}},
+      {"ok", true},  {"nothing", nullptr}, {"event", "spoof"}};
+  const std::string ts = "2026-11-27T16:40:00.123Z";
+  EXPECT_EQ(FormatLogLine(LogFormat::kText, ts, LogLevel::kWarn, "request_done", fields),
+            "2026-11-27T16:40:00.123Z WARN  request_done empty=\"\" eq=\"k=v\" "
+            "list=[\"tcp://a\",\"tcp://b\"] message=\"no such pipeline\" ms=1.5 nothing=null "
+            "ok=true pipeline=full quote=\"a\\\"b\" req=r1");
+  // JSON: ts, level and event first, then the same fields; no field replaces those three.
+  const std::string line =
+      FormatLogLine(LogFormat::kJson, ts, LogLevel::kWarn, "request_done", fields);
+  EXPECT_EQ(
+      line.rfind(R"({"ts":"2026-11-27T16:40:00.123Z","level":"warn","event":"request_done",)", 0),
+      0u)
+      << line;
+  const auto j = nlohmann::json::parse(line);
+  EXPECT_EQ(j["event"], "request_done");
+  EXPECT_EQ(j["level"], "warn");
+  EXPECT_EQ(j["ts"], ts);
+  EXPECT_EQ(j.size(), fields.size() - 1 + 3);
+  // Control characters never reach the terminal raw.
+  EXPECT_EQ(FormatLogLine(LogFormat::kText, ts, LogLevel::kError, "e", {{"k", "a\nb\x1b"}}),
+            "2026-11-27T16:40:00.123Z ERROR e k=\"a\\nb\\u001b\"");
+}
+
+TEST(LogTest, FormatNames) {
+  LogFormat f = LogFormat::kText;
+  EXPECT_TRUE(ParseLogFormat("json", &f));
+  EXPECT_EQ(f, LogFormat::kJson);
+  EXPECT_TRUE(ParseLogFormat("text", &f));
+  EXPECT_EQ(f, LogFormat::kText);
+  EXPECT_TRUE(ParseLogFormat("auto", &f));  // ctest's stderr is not a terminal
+  EXPECT_EQ(f, ::isatty(STDERR_FILENO) == 1 ? LogFormat::kText : LogFormat::kJson);
+  EXPECT_FALSE(ParseLogFormat("xml", &f));
 }
 
 // Lines an unauthenticated peer causes: the first per peer is written, the rest within the
