@@ -173,8 +173,10 @@ calibrate_model() {
     log "spts proxies: $proxy present"
     return
   fi
+  # The essays beside the checkout where they are (the shipped SPTS results were calibrated on
+  # them), else the corpus in the tree (tools/bench/corpus/README.md).
   local text="$ROOT/../shared/data/pg_essays"
-  [[ -d "$text" ]] || text="$ROOT/docs"
+  [[ -d "$text" ]] || text="$ROOT/tools/bench/corpus/world-english-bible"
   log "spts proxies: calibrating $(basename "$model") from $text (a minute or more)"
   "$BUILD_DIR/bin/sift-spts-calibrate" \
     --model "$model" --text "$text" --out "$proxy.part" "${size[@]}" >&2

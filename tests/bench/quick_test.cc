@@ -53,6 +53,9 @@ TEST(BenchQuickTest, QuickModeOnSpawnedSiftdScoresAboveChance) {
   const nlohmann::json doc = nlohmann::json::parse(in);
   ASSERT_EQ(doc["rows"].size(), 3u);
   EXPECT_FALSE(doc["meta"]["model_sha256"].get<std::string>().empty());
+  // The default haystack is the corpus committed in the tree, named by its repository path.
+  EXPECT_EQ(doc["meta"]["settings"]["haystack"], "tools/bench/corpus/world-english-bible")
+      << doc["meta"].dump();
   double sum = 0;
   for (const auto& row : doc["rows"]) {
     EXPECT_TRUE(row["ok"].get<bool>()) << row.dump();
@@ -63,6 +66,20 @@ TEST(BenchQuickTest, QuickModeOnSpawnedSiftdScoresAboveChance) {
   }
   // Guessing a 6-digit passkey succeeds with probability 1e-6 per sample.
   EXPECT_GE(sum, 2.0) << doc["rows"].dump(1);
+}
+
+TEST(BenchQuickTest, AMissingHaystackFolderIsAnError) {
+  if (Model() == nullptr) GTEST_SKIP() << "SIFT_MODEL is not set";
+  sift::testing::TempDir dir;
+  const std::string cmd =
+      std::string(SIFT_BINARY_DIR) + "/bin/sift-bench accuracy --quick --in-process --haystack '" +
+      dir.path() + "/nowhere' --out '" + dir.path() + "/out' > '" + dir.path() + "/log' 2>&1";
+  const int rc = std::system(cmd.c_str());
+  std::ifstream log(dir.path() + "/log");
+  const std::string log_text((std::istreambuf_iterator<char>(log)), {});
+  EXPECT_NE(rc, 0) << log_text;
+  EXPECT_NE(log_text.find("/nowhere: not a folder"), std::string::npos) << log_text;
+  EXPECT_FALSE(std::filesystem::exists(dir.path() + "/out/accuracy.json"));
 }
 
 TEST(BenchQuickTest, FirstSampleStartsTheRunAtThatIndex) {

@@ -8,6 +8,7 @@
 #include <gtest/gtest.h>
 
 #include <cstdlib>
+#include <filesystem>
 #include <memory>
 #include <string>
 
@@ -110,10 +111,23 @@ TEST_F(TasksTest, NeedleSamplesAtOneDepthDiffer) {
   CheckFits(b, kStreamSlack);
 }
 
+// The default haystack is the committed World English Bible corpus, read in name order from its
+// start.
+TEST_F(TasksTest, DefaultHaystackIsTheCommittedCorpus) {
+  const std::string dir = DefaultHaystackDir();
+  ASSERT_FALSE(dir.empty())
+      << "tools/bench/corpus/world-english-bible is missing from the source tree";
+  EXPECT_EQ(std::filesystem::path(dir).filename(), "world-english-bible");
+  const auto hay = LoadHaystack(dir, *tokenizer_, false, 65536);
+  EXPECT_TRUE(hay->essays);
+  EXPECT_EQ(hay->text.rfind("In the beginning, God created the heavens and the earth.", 0), 0u);
+  EXPECT_GE(hay->tokens.size(), 65536u);
+}
+
 TEST_F(TasksTest, LongPromptsGetTheirLength) {
   // The corpus prefix grows with the prompt: a 32K needle prompt has ~32K tokens (it had 21K when
   // the prefix was fixed), while an 8K prompt keeps exactly the prefix it always had.
-  if (DefaultHaystackDir().empty()) GTEST_SKIP() << "no essays beside the checkout";
+  ASSERT_FALSE(DefaultHaystackDir().empty());
   const Sample s = Make("needle", 32768, 50, 0);
   EXPECT_GE(s.prompt_tokens, 32768 * 9 / 10);
   CheckFits(s, kStreamSlack);

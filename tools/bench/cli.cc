@@ -69,9 +69,10 @@ void AddCommonOptions(cli::CommandLine* cl) {
   AddValue(&what, "pipelines", "P1,P2", "configs without overrides, label = pipeline");
   AddValue(&what, "out", "DIR", "results folder (default bench-out)");
   AddValue(&what, "seed", "S", "sample seed (default 42)");
-  AddValue(&what, "haystack", "DIR",
-           "folder of .txt files (default: shared/data/pg_essays beside the source checkout if "
-           "there, else RULER's noise)");
+  AddValue(
+      &what, "haystack", "DIR",
+      "folder of .txt files read in name order (default: tools/bench/corpus/world-english-bible, "
+      "nine books of the World English Bible, public domain; \"\" = RULER's noise sentences)");
   AddFlag(&what, "quick", "CI defaults: small tasks and lengths, config full (docs/bench.md)");
   cl->AddGroup(what);
 }
@@ -93,6 +94,10 @@ Common ReadCommon(const Args& args, bool need_daemon) {
       "model",
       env && *env ? env : std::string(SIFT_SOURCE_DIR) + "/models/SmolLM2-135M-Instruct.Q4_1.gguf");
   c.haystack_dir = args.Get("haystack", DefaultHaystackDir());
+  std::error_code ec;
+  if (!c.haystack_dir.empty() && !std::filesystem::is_directory(c.haystack_dir, ec)) {
+    throw Error("--haystack " + c.haystack_dir + ": not a folder (of .txt files)");
+  }
   const int modes = (args.Has("endpoint") ? 1 : 0) + (args.Flag("spawn") ? 1 : 0) +
                     (args.Flag("in-process") ? 1 : 0);
   if (modes != 1) throw Error("give exactly one of --endpoint URL, --spawn, --in-process");

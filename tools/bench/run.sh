@@ -22,6 +22,14 @@
 # measurement at a time on a shared machine). Counts can be changed with the variables below.
 set -euo pipefail
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
+# Haystack: $SIFT_HAYSTACK, else the 49 essays beside the checkout where they are (the committed
+# results used them), else the corpus in the tree (tools/bench/corpus/README.md).
+HAY="${SIFT_HAYSTACK:-$ROOT/../shared/data/pg_essays}"
+[[ -n "${SIFT_HAYSTACK:-}" || -d "$HAY" ]] || HAY="$ROOT/tools/bench/corpus/world-english-bible"
+HAY_NAME="\`$HAY\`"
+[[ "$HAY" == */pg_essays ]] && HAY_NAME="the 49 Paul Graham essays of ../shared/data/pg_essays"
+[[ "$HAY" == */tools/bench/corpus/world-english-bible ]] &&
+  HAY_NAME="nine books of the World English Bible (public domain) of tools/bench/corpus/world-english-bible"
 BUILD="${SIFT_BUILD_DIR:-$ROOT/build}"
 export SIFT_MODEL="${SIFT_MODEL:-$ROOT/models/SmolLM2-135M-Instruct.Q4_1.gguf}"
 # Thread-pool settings: the binaries choose their own (sift::ConfigureThreadEnvironment).
@@ -99,7 +107,7 @@ case "$PROFILE" in
     want() { [[ " $SUITES " == *" $1 "* ]]; }
     mkdir -p "$RAW"
     for s in $SUITES; do rm -rf "${RAW:?}/$s"; done
-    common=(--spawn --seed "$SEED")
+    common=(--spawn --seed "$SEED" --haystack "$HAY")
     want passkey && measure accuracy "${common[@]}" --pipelines full --tasks passkey --lengths "$PASSKEY_LENGTHS" \
       --depths "$PASSKEY_DEPTHS" --samples 1 --out "$RAW/passkey" || true
     want needle && measure accuracy "${common[@]}" --pipelines full --tasks needle --lengths "$NEEDLE_LENGTHS" \
@@ -124,8 +132,8 @@ The machine is shared: other engineers' builds and runs may have overlapped thes
 small (stated per cell as \`score (n)\`) to keep the run within ~25 minutes on 2 cores.
 RULER-style tasks follow RULER's templates, structure and metric but are not byte-identical samples:
 the answer prefix ends the user turn (the protocol has no assistant prefill), key words and word
-pools are ours, vt/cwe have no few-shot example, and the essay haystack is the 49 Paul Graham
-essays of shared/data/pg_essays (docs/bench.md lists every difference). Passkey drops ILRe's
+pools are ours, vt/cwe have no few-shot example, and the essay haystack is $HAY_NAME
+(docs/bench.md lists every difference). Passkey drops ILRe's
 answer prefix from the question for the same reason."
     "$BENCH" report --in "${dirs%,}" --out "$DOC" --title "sift-bench results: full KV, SmolLM2-135M-Instruct" \
       --preamble "$preamble"
@@ -199,7 +207,7 @@ answer prefix from the question for the same reason."
     configs+=(--config spts)
     # Answers are short (passkey ~10 tokens, needle ~30, niah ~25-45): cap the 128-token RULER
     # budgets at 64 to bound the decode time of configs that ramble.
-    common=(--in-process --seed "$SEED" --max-tokens "${MAX_TOKENS:-64}" "${configs[@]}")
+    common=(--in-process --seed "$SEED" --haystack "$HAY" --max-tokens "${MAX_TOKENS:-64}" "${configs[@]}")
     mkdir -p "$RAW"
     for len in $LENGTHS; do
       pd="PASSKEY_DEPTHS_$len" nd="NEEDLE_DEPTHS_$len" rt="RULER_TASKS_$len"

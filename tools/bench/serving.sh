@@ -72,11 +72,12 @@ fi
 cd "$ROOT"
 REQS=2
 ((QUICK)) && REQS=1
-# Prompts are cut from English prose where the optional data folder is there (uniform tokens per
-# word, so the 8K prompts are close to 8K), else from this repository's docs; serve_bench.py
-# measures the tokens per word on each server before it runs.
-TEXT="$ROOT/../shared/data/pg_essays"
-[[ -d "$TEXT" ]] || TEXT="$ROOT/docs"
+# Prompts are cut from English prose: $SIFT_HAYSTACK, else the essays beside the checkout where
+# they are (the committed results used them), else the corpus in the tree
+# (tools/bench/corpus/README.md); serve_bench.py measures the tokens per word on each server
+# before it runs.
+TEXT="${SIFT_HAYSTACK:-$ROOT/../shared/data/pg_essays}"
+[[ -n "${SIFT_HAYSTACK:-}" || -d "$TEXT" ]] || TEXT="$ROOT/tools/bench/corpus/world-english-bible"
 RAW="$OUT/serving"
 mkdir -p "$RAW"
 JSONL="$RAW/raw.jsonl"

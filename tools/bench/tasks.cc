@@ -517,10 +517,10 @@ bool TaskHasDepth(const std::string& task) {
 }
 
 std::string DefaultHaystackDir() {
-  // The essays beside the checkout (../shared/data/pg_essays), where the project's machines keep
-  // them; a user without them passes --haystack or gets the built-in filler.
+  // The public-domain corpus committed with the tools
+  // (tools/bench/corpus/world-english-bible/README.md).
   const std::filesystem::path dir =
-      std::filesystem::path(SIFT_SOURCE_DIR).parent_path() / "shared" / "data" / "pg_essays";
+      std::filesystem::path(SIFT_SOURCE_DIR) / "tools" / "bench" / "corpus" / "world-english-bible";
   std::error_code ec;
   return std::filesystem::is_directory(dir, ec) ? dir.lexically_normal().string() : "";
 }

@@ -67,8 +67,8 @@ struct TaskOptions {
 std::vector<std::string> TaskNames();
 // Whether the task places one needle at a controllable depth (depth_percent is honoured).
 bool TaskHasDepth(const std::string& task);
-// The folder used when none is given: shared/data/pg_essays beside the source checkout (the
-// repository's parent folder) if it exists, else "".
+// The folder used when none is given: the World English Bible corpus committed in the source tree
+// (tools/bench/corpus/world-english-bible), or "" where the source tree is not there.
 std::string DefaultHaystackDir();
 
 // Deterministic from (options, index); uses the tokenizer + chat template to fit `length`.

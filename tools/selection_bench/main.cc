@@ -98,6 +98,9 @@ int Flags(const std::string& mode, int argc, char** argv, std::map<std::string, 
             "for full KV,\nchunkkv and chunkkv + reuse (N = 2) at keep_ratio 0.1.");
   AddOption<std::string>(&cl, f, "device", "cpu|cuda", "where the model goes (default cpu)");
   AddOption<std::string>(&cl, f, "json", "FILE", "also append one JSON object per measurement");
+  AddOption<std::string>(&cl, f, "haystack", "DIR",
+                         "folder of .txt files for the prompts (default: sift-bench's, "
+                         "tools/bench/corpus/world-english-bible)");
   if (mode == "jaccard") {
     AddOption<std::string>(&cl, f, "lengths", "N,...", "sample lengths (default 4096)");
     AddOption<std::string>(&cl, f, "tasks", "T,...", "sift-bench tasks (default passkey)");
@@ -232,7 +235,7 @@ int JaccardMode(const Model& model, std::map<std::string, std::string> f) {
           o.task = task;
           o.length = std::stoll(len);
           o.depth_percent = bench::TaskHasDepth(task) ? std::stoi(depth) : -1;
-          o.haystack_dir = bench::DefaultHaystackDir();
+          o.haystack_dir = f.count("haystack") ? f["haystack"] : bench::DefaultHaystackDir();
           const bench::Sample sample = bench::MakeSample(o, model.tokenizer(), i);
           RequestState base = Build(model, sample);
           for (int64_t l = 0; l < model.config().num_layers; ++l) {
@@ -295,7 +298,7 @@ int Overhead(const Model& model, std::map<std::string, std::string> f) {
   bench::TaskOptions o;
   o.task = "passkey";
   o.length = length;
-  o.haystack_dir = bench::DefaultHaystackDir();
+  o.haystack_dir = f.count("haystack") ? f["haystack"] : bench::DefaultHaystackDir();
   bench::Sample sample = bench::MakeSample(o, model.tokenizer(), 0);
   // One prefill that collects chunkkv's statistics on every layer; every N_reuse then compresses
   // a copy of it (followers simply leave their statistics unread).
@@ -371,7 +374,7 @@ int EndToEnd(const Model& model, std::map<std::string, std::string> f) {
   bench::TaskOptions o;
   o.task = "passkey";
   o.length = length;
-  o.haystack_dir = bench::DefaultHaystackDir();
+  o.haystack_dir = f.count("haystack") ? f["haystack"] : bench::DefaultHaystackDir();
   bench::Sample sample = bench::MakeSample(o, model.tokenizer(), 0);
   std::cout << "| config | prompt | prefill ms | select+reuse ms | decode ms | e2e ms | "
                "decode tok/s | e2e vs full |\n|---|---|---|---|---|---|---|---|\n";

@@ -8,11 +8,12 @@
 //                   --configs full,spts [--out results.jsonl]
 // Common: [--model FILE] [--device cpu|cuda] [--dtype bf16|fp32] [--threads N] [--seed S]
 //
-// Prompts are sift-bench's task samples (tools/bench/tasks.h, haystack /work/shared/data/
-// pg_essays) tokenised as siftd does (daemon/request_builder.h). speed: TTFT = prefill stage
-// time (the first token is the argmax of the prefill's logits), e2e = TTFT + `--gen` tokens
-// (ignore_eos); KV bytes after prefill. accuracy: greedy answer of the sample's max_tokens,
-// scored by the task's scorer. One JSON line per (config, length, sample) on stdout / --out.
+// Prompts are sift-bench's task samples (tools/bench/tasks.h, haystack --haystack, by default
+// tools/bench/corpus/world-english-bible) tokenised as siftd does (daemon/request_builder.h).
+// speed: TTFT = prefill stage time (the first token is the argmax of the prefill's logits), e2e =
+// TTFT + `--gen` tokens (ignore_eos); KV bytes after prefill. accuracy: greedy answer of the
+// sample's max_tokens, scored by the task's scorer. One JSON line per (config, length, sample) on
+// stdout / --out.
 // --mode trace: for each sample, how many of the needle's tokens are candidates, attention-active
 // and FFN-active in every layer of the default SPTS prefill (one JSON line per layer).
 // Configs: full = prefill_full; spts = prefill_skip defaults; pap = {ltp:false, msdp:false};
@@ -138,11 +139,15 @@ void TraceNeedle(const sift::Model& model, const sift::bench::Sample& sample,
 
 // The command line's values (text options by name in `text`).
 struct BenchArgs {
-  std::map<std::string, std::string> text = {
-      {"mode", "speed"},   {"task", "passkey"},
-      {"lengths", "2048"}, {"configs", "full,spts"},
-      {"out", ""},         {"device", "cpu"},
-      {"dtype", "bf16"},   {"pipelines", SIFT_SOURCE_DIR "/pipelines"}};
+  std::map<std::string, std::string> text = {{"mode", "speed"},
+                                             {"task", "passkey"},
+                                             {"lengths", "2048"},
+                                             {"configs", "full,spts"},
+                                             {"out", ""},
+                                             {"device", "cpu"},
+                                             {"dtype", "bf16"},
+                                             {"pipelines", SIFT_SOURCE_DIR "/pipelines"},
+                                             {"haystack", sift::bench::DefaultHaystackDir()}};
   int samples = 1, threads = 0, warmup = 1;
   int64_t gen = 16;
   uint64_t seed = 0;
@@ -159,6 +164,9 @@ void AddBenchOptions(sift::cli::CommandLine& cl, BenchArgs* a) {
   cl.Add()
       ("mode", text("mode"), "speed | accuracy | trace")
       ("task", text("task"), "sift-bench task of the samples")
+      ("haystack", text("haystack"),
+       "folder of .txt files (default: the World English Bible corpus in the tree; docs/results/spts.md "
+       "used ../shared/data/pg_essays)")
       ("lengths", text("lengths"), "sample lengths in tokens, comma-separated")
       ("samples", po::value(&a->samples)->default_value(a->samples), "samples per length")
       ("configs", text("configs"),
@@ -258,7 +266,7 @@ int RunBench(const BenchArgs& a) {
       to.task = a["task"];
       to.length = length;
       to.seed = a.seed;
-      to.haystack_dir = sift::bench::DefaultHaystackDir();
+      to.haystack_dir = a["haystack"];
       const sift::bench::Sample sample = sift::bench::MakeSample(to, model->tokenizer(), i);
       for (const std::string& config : Split(a["configs"])) {
         sift::RequestState state = BuildState(*model, sample, speed, a.gen);

@@ -2,7 +2,8 @@
 // (docs/methods/spts.md). Prints progress to stderr and a summary line to stdout.
 //
 //   sift-spts-calibrate --model models/SmolLM2-135M-Instruct.Q4_1.gguf
-//       --text /work/shared/data/pg_essays [--out FILE] [--d-low 256] [--rank 64] [--rho 0.2]
+//       [--text FOLDER (default tools/bench/corpus/world-english-bible)] [--out FILE] [--d-low 256]
+//       [--rank 64] [--rho 0.2]
 //       [--sequences 32] [--seq-len 256] [--threads 0] [--dtype bf16|fp32] [--device cpu|cuda]
 //
 // --out defaults to the path prefill_skip looks for: <model path without .gguf>.spts.bin.
@@ -24,17 +25,21 @@ int main(int argc, char** argv) {
   namespace po = boost::program_options;
   sift::ConfigureThreadEnvironment(argv);
   std::string model_path = std::getenv("SIFT_MODEL") ? std::getenv("SIFT_MODEL") : "";
-  std::string text, out, dtype = "bf16", device = "cpu";
+  // The public-domain corpus committed with the tools
+  // (tools/bench/corpus/world-english-bible/README.md).
+  std::string text = std::string(SIFT_SOURCE_DIR) + "/tools/bench/corpus/world-english-bible";
+  std::string out, dtype = "bf16", device = "cpu";
   int threads = 0;
   sift::spts::CalibrationOptions options;
   sift::cli::CommandLine cl(
-      "sift-spts-calibrate", "sift-spts-calibrate --model MODEL.gguf --text FOLDER [options]",
+      "sift-spts-calibrate", "sift-spts-calibrate --model MODEL.gguf [--text FOLDER] [options]",
       "Builds the SPTS LTP proxy file for a model from the *.txt/*.md files under FOLDER\n"
       "(docs/methods/spts.md). Progress on stderr, a summary line on stdout.");
   // clang-format off
   cl.Add()
       ("model", po::value(&model_path)->value_name("FILE"), "GGUF file (default $SIFT_MODEL)")
-      ("text", po::value(&text)->value_name("FOLDER"), "calibration text: *.txt/*.md under it")
+      ("text", po::value(&text)->value_name("FOLDER")->default_value(text),
+       "calibration text: *.txt/*.md under it (default: the World English Bible corpus in the tree)")
       ("out", po::value(&out)->value_name("FILE"),
        "the proxy file (default: next to the model, <model without .gguf>.spts.bin, where "
        "prefill_skip looks by default)")
