@@ -28,8 +28,10 @@ using nlohmann::json;
 
 class PipelineImpl : public Pipeline {
  public:
-  PipelineImpl(PipelineConfig config, std::vector<ResolvedStage> stages)
+  PipelineImpl(PipelineConfig config, std::vector<ResolvedStage> stages,
+               const CurveClientKeys& hop_curve)
       : config_(std::move(config)), stages_(std::move(stages)) {
+    remote_.curve = hop_curve;
     for (const ResolvedStage& s : stages_) {
       infos_.push_back(StageInfo{s.config.label, s.plugin->kind(), s.plugin->name(),
                                  s.plugin->version(), s.config.endpoint});
@@ -42,11 +44,12 @@ class PipelineImpl : public Pipeline {
   const std::vector<ResolvedStage>& resolved() const { return stages_; }
   Status Run(const Model& model, RequestState& state, const json& overrides, StageContext& context,
              const LocalExecution& local) const override {
-    return RunPipeline(config_.name, stages_, model, state, overrides, context, {}, local);
+    return RunPipeline(config_.name, stages_, model, state, overrides, context, remote_, local);
   }
 
  private:
   PipelineConfig config_;
+  RemoteHops remote_;
   std::vector<ResolvedStage> stages_;
   std::vector<StageInfo> infos_;
 };
@@ -377,7 +380,9 @@ class CatalogImpl : public Catalog {
       try {
         PipelineConfig config = ParsePipelineText(text.str(), file);
         std::vector<ResolvedStage> stages = ValidatePipeline(config, plugins, model_.get());
-        auto pipeline = std::make_shared<PipelineImpl>(std::move(config), std::move(stages));
+        CheckRemoteStages(config);
+        auto pipeline = std::make_shared<PipelineImpl>(std::move(config), std::move(stages),
+                                                       options_.hop_curve);
         const std::string chain = Chain(*pipeline);
         const bool same = entry.serving != nullptr && entry.error.empty() && !content_changed &&
                           Chain(*entry.serving) == chain;
@@ -395,6 +400,25 @@ class CatalogImpl : public Catalog {
       }
     }
     return changed;
+  }
+
+  // Throws when a remote stage cannot be reached as configured (see CatalogOptions::hop_curve).
+  void CheckRemoteStages(const PipelineConfig& config) const {
+    for (const StageConfig& s : config.stages) {
+      if (s.endpoint.empty()) continue;
+      const bool keyed = !s.worker_key.empty() || options_.hop_curve.enabled();
+      if (keyed && options_.hop_curve.secret_key.empty()) {
+        throw Error(s.where + ": stage '" + s.label +
+                    "': a worker key is set, but siftd has no key pair for stage hops "
+                    "(--hop-curve-secret-key)");
+      }
+      if (!keyed && !IsLoopbackEndpoint(s.endpoint)) {
+        throw Error(s.where + ": stage '" + s.label + "': " + s.endpoint +
+                    " is not a loopback address, and a worker there serves only over CURVE: "
+                    "set the stage's worker_key (or --hop-curve-worker-key) and "
+                    "--hop-curve-secret-key (docs/operations.md)");
+      }
+    }
   }
 
   void Publish(const PluginMap& plugins) {

@@ -30,6 +30,7 @@
 #include <string>
 #include <vector>
 
+#include "daemon/curve.h"
 #include "daemon/pipeline_runner.h"
 #include "daemon/plugin_preflight.h"
 #include "sift/model.h"
@@ -92,6 +93,10 @@ struct CatalogOptions {
   // human "message"); null = the daemon's structured log (daemon/log.h).
   std::function<void(const std::string& level, const nlohmann::json& fields)> log;
   PreflightOptions preflight;  // out-of-process check before loading; empty command = none
+  // Remote stages: this daemon's CURVE key pair and the default worker key (--hop-curve-*). A
+  // pipeline whose remote stage has a worker key but the daemon no key pair, or whose stage
+  // points at a non-loopback worker without a worker key, is rejected at load.
+  CurveClientKeys hop_curve;
 };
 
 class Catalog {

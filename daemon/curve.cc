@@ -88,12 +88,12 @@ std::string FirstComment(const std::string& file) {
 // trusts. Refused here: a file whose comment says it is public (as --make-curve-keys writes),
 // a *.pub file, a key that equals its PREFIX.pub sibling instead of deriving it, and a key
 // listed among the authorised client public keys.
-Status CheckSecretKeyFile(const std::string& file, const CurveConfig& config) {
+Status CheckSecretKeyFile(const std::string& file, const CurveConfig& config,
+                          const std::string& flag = "--curve-secret-key") {
   auto refuse = [&](const std::string& why) {
     return Status(StatusCode::kInvalidArgument, "curve_public_key_as_secret",
-                  file + ": " + why +
-                      "; --curve-secret-key needs the server's SECRET key (PREFIX.key of "
-                      "--make-curve-keys), not a public key");
+                  file + ": " + why + "; " + flag +
+                      " needs a SECRET key (PREFIX.key of --make-curve-keys), not a public key");
   };
   if (FirstComment(file).find("public") != std::string::npos) {
     return refuse("the file says it holds a public key");
@@ -193,6 +193,37 @@ Status LoadCurveConfig(const std::string& secret_key_file, const std::string& cl
                   "--curve-secret-key is one of the authorised client PUBLIC keys");
   }
   config->enabled = true;
+  return Status::Ok();
+}
+
+bool IsZ85Key(const std::string& text) { return ValidZ85Key(text); }
+
+Status LoadCurveClientKeys(const std::string& secret_key_file, const std::string& server_key,
+                           CurveClientKeys* keys) {
+  *keys = CurveClientKeys();
+  if (!zmq_has("curve")) {
+    return Status(StatusCode::kFailedPrecondition, "curve_unavailable",
+                  "this libzmq was built without CURVE support");
+  }
+  SIFT_RETURN_IF_ERROR(ReadZ85Key(secret_key_file, &keys->secret_key));
+  char pub[41];
+  if (zmq_curve_public(pub, keys->secret_key.c_str()) != 0) {
+    return Status(StatusCode::kInvalidArgument, "curve_key_file",
+                  secret_key_file + ": not a valid secret key");
+  }
+  keys->public_key = pub;
+  if (!server_key.empty()) SIFT_RETURN_IF_ERROR(ReadZ85Key(server_key, &keys->server_key));
+  if (!ValidZ85Key(secret_key_file)) {  // a file: the same public-key checks as the server's
+    CurveConfig check;
+    check.server_secret = keys->secret_key;
+    check.server_public = keys->public_key;
+    if (!keys->server_key.empty()) check.client_keys.insert(keys->server_key);
+    SIFT_RETURN_IF_ERROR(CheckSecretKeyFile(secret_key_file, check, "--hop-curve-secret-key"));
+  }
+  if (keys->secret_key == keys->server_key) {
+    return Status(StatusCode::kInvalidArgument, "curve_public_key_as_secret",
+                  secret_key_file + ": equals the worker's PUBLIC key");
+  }
   return Status::Ok();
 }
 

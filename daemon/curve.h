@@ -1,4 +1,5 @@
-// CURVE security for the client port: key files, the loopback rule and the ZAP handler.
+// CURVE security for the client port and the worker port: key files, the loopback rule and the
+// ZAP handler, and the client side of a worker connection (CurveClientKeys).
 //
 // siftd refuses to bind a non-loopback endpoint unless CURVE is configured: a server secret
 // key file and a file of authorised client public keys. Then every connection on every
@@ -31,6 +32,15 @@ struct CurveConfig {
   std::set<std::string> client_keys;  // authorised client public keys, Z85
 };
 
+// The connecting side of a CURVE link (siftd's stage hops to a `siftd --worker`): the peer's
+// public key and this process's own key pair, all Z85. An empty server_key = plain TCP.
+struct CurveClientKeys {
+  std::string server_key;
+  std::string public_key;
+  std::string secret_key;
+  bool enabled() const { return !server_key.empty(); }
+};
+
 // True for ipc://, inproc:// and tcp:// on 127.0.0.0/8, localhost or [::1].
 bool IsLoopbackEndpoint(const std::string& endpoint);
 
@@ -40,6 +50,13 @@ Status ReadZ85Key(const std::string& file_or_key, std::string* key);
 // Loads the server secret and the authorised client keys (at least one).
 Status LoadCurveConfig(const std::string& secret_key_file, const std::string& client_keys_file,
                        CurveConfig* config);
+// Loads this process's key pair from `secret_key_file` (the public key is derived) for CURVE
+// links it opens, with `server_key` (a Z85 key or a file holding one; "" = none yet) as the
+// default peer key. A public key given as the secret key is refused as LoadCurveConfig does.
+Status LoadCurveClientKeys(const std::string& secret_key_file, const std::string& server_key,
+                           CurveClientKeys* keys);
+// True for a 40-character Z85 text (what ReadZ85Key accepts inline).
+bool IsZ85Key(const std::string& text);
 // Writes PREFIX.key and PREFIX.pub; `summary` says what was written.
 Status MakeCurveKeyFiles(const std::string& prefix, std::string* summary);
 

@@ -74,8 +74,9 @@ OpenAiServerOptions MakeOpenAiOptions(const DaemonOptions& o) {
   return oo;
 }
 
-CatalogOptions MakeCatalogOptions(const DaemonOptions& o) {
+CatalogOptions MakeCatalogOptions(const DaemonOptions& o, const CurveClientKeys& hop_curve) {
   CatalogOptions co;
+  co.hop_curve = hop_curve;
   co.plugins_dir = o.plugins_dir;
   co.pipelines_dir = o.pipelines_dir;
   co.staging_dir = o.staging_dir;
@@ -152,6 +153,20 @@ bool Daemon::CheckSecurity() {
       return Fail();
     }
   }
+  if (!options_.hop_curve_secret_key.empty()) {
+    Status st = LoadCurveClientKeys(options_.hop_curve_secret_key, options_.hop_curve_worker_key,
+                                    &hop_curve_);
+    if (!st.ok()) {
+      LogError("curve_config_failed", {{"error", st.message()}});
+      return Fail();
+    }
+  } else if (!options_.hop_curve_worker_key.empty()) {
+    LogError("curve_config_failed",
+             {{"error",
+               "--hop-curve-worker-key needs --hop-curve-secret-key (this daemon's own "
+               "key pair for stage hops)"}});
+    return Fail();
+  }
   for (const std::string& endpoint : options_.bind) {
     if (!IsLoopbackEndpoint(endpoint) && !curve_.enabled) {
       LogError("insecure_bind", {{"endpoint", endpoint},
@@ -213,7 +228,7 @@ bool Daemon::LoadModelAndCatalog() {
     // Loading and the catalog's first validation compute (weight conversion, stage set-up).
     RunOnShortLivedThread([this] {
       model_ = LoadDaemonModel(options_);
-      catalog_ = Catalog::Create(MakeCatalogOptions(options_), model_);
+      catalog_ = Catalog::Create(MakeCatalogOptions(options_, hop_curve_), model_);
     });
     metrics_.DeclareGauge("sift_engine_info",
                           "1, labelled with the engine's configuration (CPU kernels, weights).");
@@ -360,6 +375,7 @@ void Daemon::AnnounceReady() {
       {"plugins_failed", plugins_failed},        {"workers", options_.workers},
       {"queue_size", options_.queue_size}};
   if (curve_.enabled) ready["curve_public_key"] = curve_.server_public;
+  if (!hop_curve_.secret_key.empty()) ready["hop_curve_public_key"] = hop_curve_.public_key;
   if (pipelines_ok == 0) {
     LogWarn("no_pipelines", {{"pipelines_dir", options_.pipelines_dir},
                              {"plugins_dir", options_.plugins_dir},

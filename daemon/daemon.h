@@ -99,6 +99,7 @@ class Daemon {
   std::atomic<bool> stop_early_{false};  // a stop signal before serving
   int exit_code_ = 0;
   CurveConfig curve_;
+  CurveClientKeys hop_curve_;  // stage hops to remote workers (--hop-curve-*)
   OpenAiServerOptions openai_options_;
   bool openai_on_ = false;
   bool http_on_ = false;

@@ -63,15 +63,15 @@ Breaker& Breakers() {
 
 HopOutcome CallHopOnce(const std::string& endpoint, nlohmann::json header,
                        std::vector<zmq::message_t> payload, StageContext& context,
-                       const HopTimeouts* timeouts);
+                       const HopTimeouts* timeouts, const CurveClientKeys* curve);
 
 }  // namespace
 
 HopOutcome CallHop(const std::string& endpoint, nlohmann::json header,
                    std::vector<zmq::message_t> payload, StageContext& context,
-                   const HopTimeouts* timeouts) {
+                   const HopTimeouts* timeouts, const CurveClientKeys* curve) {
   if (timeouts == nullptr) {
-    return CallHopOnce(endpoint, std::move(header), std::move(payload), context, nullptr);
+    return CallHopOnce(endpoint, std::move(header), std::move(payload), context, nullptr, curve);
   }
   const std::string open = Breakers().Check(endpoint);
   if (!open.empty()) {
@@ -79,7 +79,8 @@ HopOutcome CallHop(const std::string& endpoint, nlohmann::json header,
     failed.status = Status(StatusCode::kUnavailable, "worker_unavailable", endpoint + ": " + open);
     return failed;
   }
-  HopOutcome out = CallHopOnce(endpoint, std::move(header), std::move(payload), context, timeouts);
+  HopOutcome out =
+      CallHopOnce(endpoint, std::move(header), std::move(payload), context, timeouts, curve);
   if (!out.done.type.empty()) {
     Breakers().Success(endpoint);  // the worker answered
   } else if (out.status.code() == StatusCode::kUnavailable) {
@@ -96,14 +97,21 @@ namespace {
 // process) it waits as long as the stage runs.
 class HopCall {
  public:
-  HopCall(const std::string& endpoint, StageContext& context, const HopTimeouts* timeouts)
+  HopCall(const std::string& endpoint, StageContext& context, const HopTimeouts* timeouts,
+          const CurveClientKeys* curve)
       : endpoint_(endpoint),
         context_(context),
         timeouts_(timeouts),
+        curve_(curve != nullptr && curve->enabled()),
         socket_(HopContext(), zmq::socket_type::dealer) {
     static std::atomic<uint64_t> next_hop{1};
     hop_ = next_hop++;
     socket_.set(zmq::sockopt::linger, 0);
+    if (curve_) {
+      socket_.set(zmq::sockopt::curve_serverkey, curve->server_key);
+      socket_.set(zmq::sockopt::curve_publickey, curve->public_key);
+      socket_.set(zmq::sockopt::curve_secretkey, curve->secret_key);
+    }
     socket_.set(zmq::sockopt::sndhwm, 0);
     socket_.set(zmq::sockopt::rcvhwm, 0);
     if (timeouts_ != nullptr) socket_.set(zmq::sockopt::immediate, 1);  // queue only when connected
@@ -166,7 +174,10 @@ class HopCall {
       if ((item.revents & ZMQ_POLLOUT) != 0) return true;
     }
     *out = Unavailable("cannot connect within " + std::to_string(timeouts_->connect_ms) +
-                       " ms (is `siftd --worker` running there?)");
+                       " ms (is `siftd --worker` running there?" +
+                       (curve_ ? " CURVE: is the worker key right, and does the worker's "
+                                 "--curve-client-keys list this daemon's public key?)"
+                               : ")"));
     return false;
   }
 
@@ -222,6 +233,7 @@ class HopCall {
   const std::string& endpoint_;
   StageContext& context_;
   const HopTimeouts* timeouts_;
+  const bool curve_;
   zmq::socket_t socket_;
   uint64_t hop_ = 0;
   bool started_ = false, cancel_sent_ = false, client_gone_ = false;
@@ -230,8 +242,8 @@ class HopCall {
 
 HopOutcome CallHopOnce(const std::string& endpoint, nlohmann::json header,
                        std::vector<zmq::message_t> payload, StageContext& context,
-                       const HopTimeouts* timeouts) {
-  return HopCall(endpoint, context, timeouts).Run(std::move(header), std::move(payload));
+                       const HopTimeouts* timeouts, const CurveClientKeys* curve) {
+  return HopCall(endpoint, context, timeouts, curve).Run(std::move(header), std::move(payload));
 }
 
 }  // namespace

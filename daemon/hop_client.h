@@ -20,6 +20,11 @@
 // an inference worker for the timeouts. The first hop after the back-off probes the endpoint;
 // a success closes the circuit. State is per endpoint, shared by the whole process.
 //
+// CURVE (remote hops only): with `curve` enabled the connection is a CURVE client of the
+// worker's key; a handshake the worker refuses (a wrong worker key, or this daemon's key not in
+// its --curve-client-keys) never completes, so the hop fails UNAVAILABLE after connect_ms, and
+// the message says to check the keys.
+//
 // THREADING: runs on the caller's thread; creates and closes its own socket.
 #ifndef SIFT_DAEMON_HOP_CLIENT_H_
 #define SIFT_DAEMON_HOP_CLIENT_H_
@@ -27,6 +32,7 @@
 #include <string>
 #include <vector>
 
+#include "daemon/curve.h"
 #include "daemon/hop_protocol.h"
 #include "sift/stage.h"
 
@@ -46,9 +52,10 @@ struct HopOutcome {
 };
 
 // `header` gets its "hop" id here. `timeouts` null = wait without limit (in process).
+// `curve` null or not enabled = plain TCP.
 HopOutcome CallHop(const std::string& endpoint, nlohmann::json header,
                    std::vector<zmq::message_t> payload, StageContext& context,
-                   const HopTimeouts* timeouts);
+                   const HopTimeouts* timeouts, const CurveClientKeys* curve = nullptr);
 
 }  // namespace sift::daemon
 

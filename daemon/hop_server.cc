@@ -10,6 +10,8 @@
 #include <utility>
 #include <zmq_addon.hpp>
 
+#include "daemon/curve.h"
+#include "daemon/peer_log_limiter.h"
 #include "sift/error.h"
 
 namespace sift::daemon {
@@ -114,11 +116,23 @@ class RelayContext : public StageContext {
 
 class HopServer::Impl {
  public:
-  Impl(const std::string& endpoint, Handler handler)
+  Impl(const std::string& endpoint, Handler handler, const CurveConfig* curve)
       : handler_(std::move(handler)),
         front_(HopContext(), zmq::socket_type::router),
-        back_(HopContext(), zmq::socket_type::pull) {
+        back_(HopContext(), zmq::socket_type::pull),
+        auth_log_(nullptr) {
     static std::atomic<uint64_t> counter{0};
+    if (curve != nullptr && curve->enabled) {
+      curve_ = *curve;
+      // The ZAP handler must exist before the first handshake; one per ZeroMQ context (only
+      // `siftd --worker` serves CURVE on the hop context).
+      zap_ = zmq::socket_t(HopContext(), zmq::socket_type::rep);
+      zap_.set(zmq::sockopt::linger, 0);
+      zap_.bind("inproc://zeromq.zap.01");
+      front_.set(zmq::sockopt::curve_server, 1);
+      front_.set(zmq::sockopt::curve_secretkey, curve_.server_secret);
+      front_.set(zmq::sockopt::zap_domain, "sift-worker");
+    }
     front_.set(zmq::sockopt::linger, 0);
     front_.set(zmq::sockopt::router_mandatory, 1);  // no silent drops to vanished callers
     front_.set(zmq::sockopt::sndhwm, 0);  // trusted peers; callers bound what is in flight
@@ -137,11 +151,13 @@ class HopServer::Impl {
 
   void Serve(const std::atomic<bool>& stop) {
     zmq::pollitem_t items[] = {{front_.handle(), 0, ZMQ_POLLIN, 0},
-                               {back_.handle(), 0, ZMQ_POLLIN, 0}};
+                               {back_.handle(), 0, ZMQ_POLLIN, 0},
+                               {zap_ ? zap_.handle() : nullptr, 0, ZMQ_POLLIN, 0}};
     Clock::time_point next_heartbeat = Clock::now() + std::chrono::milliseconds(kHeartbeatMs);
     bool stopping = false;
     while (true) {
-      PollHop(items, 2, std::chrono::milliseconds(100));
+      PollHop(items, zap_ ? 3 : 2, std::chrono::milliseconds(100));
+      if (zap_ && (items[2].revents & ZMQ_POLLIN)) ServeZapRequest(zap_, curve_, auth_log_);
       if (items[0].revents & ZMQ_POLLIN) OnFront();
       // Drain the back channel fully: replies must not wait behind the poll timeout.
       while (true) {
@@ -247,13 +263,16 @@ class HopServer::Impl {
 
   Handler handler_;
   zmq::socket_t front_, back_;
+  CurveConfig curve_;        // enabled: the worker port's keys
+  zmq::socket_t zap_;        // the ZAP handler's socket when CURVE is on
+  PeerLogLimiter auth_log_;  // auth_denied lines, at most one per peer per interval
   std::string endpoint_, back_endpoint_;
   std::map<Key, std::shared_ptr<Task>> tasks_;  // running hops; the Serve thread only
   ElasticPool pool_;  // last: joined first, while the sockets above still exist
 };
 
-HopServer::HopServer(const std::string& endpoint, Handler handler)
-    : impl_(std::make_unique<Impl>(endpoint, std::move(handler))) {}
+HopServer::HopServer(const std::string& endpoint, Handler handler, const CurveConfig* curve)
+    : impl_(std::make_unique<Impl>(endpoint, std::move(handler), curve)) {}
 HopServer::~HopServer() = default;
 const std::string& HopServer::endpoint() const { return impl_->endpoint(); }
 void HopServer::Serve(const std::atomic<bool>& stop) { impl_->Serve(stop); }

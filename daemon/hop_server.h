@@ -24,6 +24,7 @@
 #include <string>
 #include <vector>
 
+#include "daemon/curve.h"
 #include "daemon/hop_protocol.h"
 #include "sift/stage.h"
 
@@ -42,7 +43,10 @@ class HopServer {
   using Handler = std::function<Reply(HopMessage& request, StageContext& context)>;
 
   // Binds `endpoint` ("inproc://..." or "tcp://host:port"; "tcp://host:*" picks a free port).
-  HopServer(const std::string& endpoint, Handler handler);
+  // With `curve` enabled the port is a CURVE server: only callers whose public key is in
+  // curve->client_keys complete the handshake (refusals are logged as auth_denied, at most
+  // once per peer address per 10 s). At most one CURVE HopServer per process.
+  HopServer(const std::string& endpoint, Handler handler, const CurveConfig* curve = nullptr);
   ~HopServer();
   HopServer(const HopServer&) = delete;
   HopServer& operator=(const HopServer&) = delete;

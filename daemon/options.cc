@@ -124,9 +124,15 @@ po::options_description BatchingOptions(DaemonOptions* o) {
 po::options_description SecurityOptions(DaemonOptions* o) {
   po::options_description security("Security");
   security.add_options()("curve-secret-key", po::value(&o->curve_secret_key),
-                         "server CURVE secret key file (enables CURVE)")(
+                         "server CURVE secret key file (enables CURVE on the client port, or "
+                         "with --worker on the worker port)")(
       "curve-client-keys", po::value(&o->curve_client_keys),
-      "file of authorised client public keys, one per line");
+      "file of authorised client public keys, one per line (with --worker: the daemons' keys)")(
+      "hop-curve-secret-key", po::value(&o->hop_curve_secret_key)->value_name("FILE"),
+      "this daemon's CURVE secret key for connecting to remote stage workers (its public key "
+      "goes into the workers' --curve-client-keys)")(
+      "hop-curve-worker-key", po::value(&o->hop_curve_worker_key)->value_name("FILE|KEY"),
+      "the workers' CURVE public key for remote stages without their own worker_key");
   return security;
 }
 

@@ -58,6 +58,10 @@ struct DaemonOptions {
   std::string curve_secret_key;
   std::string curve_client_keys;
   std::string make_curve_keys;  // PREFIX: write a key pair and exit
+  // Remote stages (stage hops to `siftd --worker`): this daemon's key pair and the default
+  // worker public key (a file or Z85; a stage's worker_key replaces it).
+  std::string hop_curve_secret_key;
+  std::string hop_curve_worker_key;
   // OpenAI-compatible HTTP port (docs/openai.md); off unless `openai` is set.
   std::string openai;  // [host:]port (listen_address.h); "" or "off" disables
   std::string openai_api_keys;

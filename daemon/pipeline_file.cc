@@ -57,11 +57,18 @@ std::string OptionalString(const std::string& file, const toml::table& table, co
   return node->as_string()->get();
 }
 
+// 40 characters of the Z85 alphabet (ZeroMQ RFC 32): a CURVE key as text.
+bool Z85Key(const std::string& text) {
+  static const std::string kAlphabet =
+      "0123456789abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ.-:+=^!/*?&<>()[]{}@%$#";
+  return text.size() == 40 && text.find_first_not_of(kAlphabet) == std::string::npos;
+}
+
 StageConfig ParseStage(const std::string& file, const toml::table& t, size_t index) {
   StageConfig s;
   s.where = At(file, t);
   const std::string context = "stage " + std::to_string(index + 1) + ": ";
-  RejectUnknownKeys(file, t, {"name", "plugin", "endpoint", "params"}, context);
+  RejectUnknownKeys(file, t, {"name", "plugin", "endpoint", "worker_key", "params"}, context);
   const toml::node* plugin = t.get("plugin");
   if (plugin == nullptr) Fail(s.where, context + "missing key 'plugin'");
   if (!plugin->is_string() || plugin->as_string()->get().empty()) {
@@ -85,6 +92,18 @@ StageConfig ParseStage(const std::string& file, const toml::table& t, size_t ind
       Fail(At(file, *t.get("endpoint")),
            in_stage + "key 'endpoint' must look like \"tcp://host:port\", got \"" + s.endpoint +
                "\"");
+    }
+  }
+  s.worker_key = OptionalString(file, t, "worker_key", "", in_stage);
+  if (!s.worker_key.empty()) {
+    if (s.endpoint.empty()) {
+      Fail(At(file, *t.get("worker_key")), in_stage + "key 'worker_key' needs an 'endpoint'");
+    }
+    if (!Z85Key(s.worker_key)) {
+      Fail(At(file, *t.get("worker_key")),
+           in_stage +
+               "key 'worker_key' must be the worker's CURVE public key: 40 Z85 "
+               "characters (the .pub file of siftd --make-curve-keys)");
     }
   }
   s.params = StageParams(file, s.label, s.plugin);

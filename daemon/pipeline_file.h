@@ -11,6 +11,7 @@
 //   name = "prefill"              # optional label, default: the plugin name; unique
 //   plugin = "prefill_full"       # required: a loaded plugin's name
 //   endpoint = "tcp://host:port"  # optional: run this stage in a `siftd --worker`
+//   worker_key = "Z85..."         # optional, with endpoint: the worker's CURVE public key
 //   [stage.params]                # optional: the plugin's parameters (or params = {...})
 //   chunk_size = 4096
 //
@@ -29,11 +30,12 @@
 namespace sift::daemon {
 
 struct StageConfig {
-  std::string label;     // `name`, default the plugin name
-  std::string plugin;    // plugin name
-  std::string endpoint;  // "" = in process
-  std::string where;     // "file:line" of the stage's [[stage]] header
-  StageParams params;    // each value with its "file:line" origin; never read (a template)
+  std::string label;       // `name`, default the plugin name
+  std::string plugin;      // plugin name
+  std::string endpoint;    // "" = in process
+  std::string worker_key;  // the worker's CURVE public key (Z85); "" = the daemon's default
+  std::string where;       // "file:line" of the stage's [[stage]] header
+  StageParams params;      // each value with its "file:line" origin; never read (a template)
 };
 
 struct PipelineConfig {

@@ -68,7 +68,15 @@ Status RunLocal(const ResolvedStage& stage, Stage& instance, const Model& model,
 }
 
 Status RunRemote(const ResolvedStage& stage, const json& params, const Model& model,
-                 RequestState& state, StageContext& context, const HopTimeouts& timeouts) {
+                 RequestState& state, StageContext& context, const RemoteHops& remote) {
+  CurveClientKeys curve = remote.curve;
+  if (!stage.config.worker_key.empty()) curve.server_key = stage.config.worker_key;
+  if (curve.enabled() && curve.secret_key.empty()) {
+    return Status(StatusCode::kFailedPrecondition, "curve_config",
+                  stage.config.endpoint +
+                      ": a worker key is set but this daemon has no key pair of its own "
+                      "(--hop-curve-secret-key)");
+  }
   EncodedState encoded;
   try {
     encoded = EncodeState(state);
@@ -81,8 +89,8 @@ Status RunRemote(const ResolvedStage& stage, const json& params, const Model& mo
                  {"label", stage.config.label},    {"params", params},
                  {"model", ModelSignature(model)}, {"state", std::move(encoded.header)}};
   encoded.tensors.clear();
-  HopOutcome out =
-      CallHop(stage.config.endpoint, std::move(header), std::move(payload), context, &timeouts);
+  HopOutcome out = CallHop(stage.config.endpoint, std::move(header), std::move(payload), context,
+                           &remote.timeouts, &curve);
   auto it = out.done.header.find("state");
   if (it != out.done.header.end()) {
     std::vector<FrameView> views;
@@ -114,8 +122,7 @@ json ModelSignature(const Model& model) {
 
 Status RunPipeline(const std::string& pipeline, const std::vector<ResolvedStage>& stages,
                    const Model& model, RequestState& state, const json& overrides,
-                   StageContext& context, const HopTimeouts& timeouts,
-                   const LocalExecution& local) {
+                   StageContext& context, const RemoteHops& remote, const LocalExecution& local) {
   SIFT_RETURN_IF_ERROR(CheckOverrideKeys(pipeline, stages, overrides));
   std::vector<StageHandle> instances;
   std::vector<json> params;
@@ -143,7 +150,7 @@ Status RunPipeline(const std::string& pipeline, const std::vector<ResolvedStage>
     const auto start = std::chrono::steady_clock::now();
     const Status status = stage.config.endpoint.empty()
                               ? RunLocal(stage, *instances[i], model, state, context, local)
-                              : RunRemote(stage, params[i], model, state, context, timeouts);
+                              : RunRemote(stage, params[i], model, state, context, remote);
     RecordStageCost(
         state, stage.config.label, stage.plugin->id(), stage.plugin->kind(),
         std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start)

@@ -4,10 +4,10 @@
 // (any bad override fails the request before anything runs), let each stage Plan() in order,
 // then hop stage by stage. Each hop is a ZeroMQ message (hop_protocol.h):
 //   - in process: to the LocalStageHost, carrying a handle to the state (no copy);
-//   - endpoint = "tcp://...": to a `siftd --worker`, carrying the state serialised
-//     (state_codec.h) both ways; the worker builds its own instance of the same plugin version
-//     from the same parameters (the local instance only planned). Progress and streamed text
-//     are relayed; cancellation is forwarded.
+//   - endpoint = "tcp://...": to a `siftd --worker` (over CURVE with a worker key), carrying
+//     the state serialised (state_codec.h) both ways; the worker builds its own instance of the
+//     same plugin version from the same parameters (the local instance only planned). Progress and
+//     streamed text are relayed; cancellation is forwarded.
 // After each stage (failed ones included) the runner records what it cost in state.stats.stages
 // (sift::RecordStageCost: label, plugin@version, kind, wall time, and the cache the stage left:
 // entries per layer and bytes); stages never do that bookkeeping themselves. A remote stage's
@@ -44,9 +44,18 @@ struct LocalExecution {
   int64_t slice_tokens = 0;
 };
 
+// How remote stages are reached: liveness limits, and CURVE keys (this daemon's key pair and the
+// default worker key; a stage's own worker_key replaces the default). A stage whose worker key
+// is set needs the key pair, else it fails FAILED_PRECONDITION (the catalog refuses such a
+// pipeline at load).
+struct RemoteHops {
+  HopTimeouts timeouts;
+  CurveClientKeys curve;
+};
+
 Status RunPipeline(const std::string& pipeline, const std::vector<ResolvedStage>& stages,
                    const Model& model, RequestState& state, const nlohmann::json& overrides,
-                   StageContext& context, const HopTimeouts& timeouts = {},
+                   StageContext& context, const RemoteHops& remote = {},
                    const LocalExecution& local = {});
 
 // What a worker checks before running a stage for a caller: the same architecture shapes.

@@ -16,16 +16,23 @@ int RunWorkerMode(const DaemonOptions& o) {
     LogError("bad_options", {{"message", "--worker needs exactly one --bind endpoint"}});
     return 2;
   }
-  if (!IsLoopbackEndpoint(o.bind[0])) {
+  WorkerOptions w;
+  if (!o.curve_secret_key.empty() || !o.curve_client_keys.empty()) {
+    Status st = LoadCurveConfig(o.curve_secret_key, o.curve_client_keys, &w.curve);
+    if (!st.ok()) {
+      LogError("curve_config_failed", {{"error", st.message()}});
+      return 1;
+    }
+  }
+  if (!IsLoopbackEndpoint(o.bind[0]) && !w.curve.enabled) {
     LogError("insecure_bind",
              {{"endpoint", o.bind[0]},
               {"message",
-               "refusing to bind the worker port to a non-loopback address: stage hops are "
-               "not authenticated; bind 127.0.0.1 (or ::1) and reach it through a tunnel "
-               "(docs/operations.md)"}});
+               "refusing to bind the worker port to a non-loopback address without CURVE: "
+               "give --curve-secret-key (the worker's key) and --curve-client-keys (the "
+               "daemons' public keys), or bind 127.0.0.1 (docs/operations.md)"}});
     return 1;
   }
-  WorkerOptions w;
   w.bind = o.bind[0];
   w.plugins_dir = o.plugins_dir;
   w.preflight = SelfPreflight(o.model, o.dtype, o.device, o.preflight_timeout_ms);

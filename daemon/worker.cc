@@ -124,16 +124,21 @@ int RunWorker(const WorkerOptions& options) {
     const Model& model = *options.model;
     const Catalog& plugins = *catalog;
     server = std::make_unique<HopServer>(
-        options.bind, [&plugins, &model](HopMessage& request, StageContext& context) {
+        options.bind,
+        [&plugins, &model](HopMessage& request, StageContext& context) {
           return RunRemoteStage(request, context, plugins, model);
-        });
+        },
+        &options.curve);
   } catch (const std::exception& e) {
     LogError("worker_failed", {{"component", "worker"}, {"message", e.what()}});
     return 2;
   }
-  LogInfo("worker_ready", {{"component", "worker"},
-                           {"endpoint", server->endpoint()},
-                           {"plugins", catalog->Snapshot()->List()["plugins"].size()}});
+  json ready = {{"component", "worker"},
+                {"endpoint", server->endpoint()},
+                {"plugins", catalog->Snapshot()->List()["plugins"].size()},
+                {"curve", options.curve.enabled}};
+  if (options.curve.enabled) ready["curve_public_key"] = options.curve.server_public;
+  LogInfo("worker_ready", ready);
 
   std::atomic<bool> served{false};
   std::thread hangups([&] {

@@ -5,7 +5,10 @@
 // hops: a caller sends one stage's plugin name, parameters and the serialised RequestState
 // (daemon/state_codec.h); the worker runs the stage on its own copy of the model and sends the
 // updated state back. Progress and streamed text (StageContext::Progress / Emit) are relayed to
-// the caller as they happen; a cancel frame from the caller makes Cancelled() true.
+// the caller as they happen; a cancel frame from the caller makes Cancelled() true. With
+// `curve` enabled the port is a CURVE server that admits only the listed daemons' keys (the same
+// key files and ZAP rules as the client port, daemon/curve.h); siftd binds a non-loopback
+// address only then.
 //
 // OWNERSHIP: the worker owns its socket and its plugin libraries; `model` is shared.
 // THREADING: RunWorker blocks the calling thread; hops are served one at a time per worker
@@ -18,6 +21,7 @@
 #include <memory>
 #include <string>
 
+#include "daemon/curve.h"
 #include "daemon/plugin_preflight.h"
 #include "sift/model.h"
 
@@ -28,6 +32,7 @@ struct WorkerOptions {
   std::string plugins_dir;  // folder of stage plugins (*.so)
   std::shared_ptr<const Model> model;
   PreflightOptions preflight;  // plugin pre-flight (plugin_preflight.h); empty = none
+  CurveConfig curve;  // enabled: CURVE on the port (--curve-secret-key, --curve-client-keys)
 };
 
 // Serves stage hops until SIGTERM or SIGINT arrives (or RequestWorkerStop() is called).

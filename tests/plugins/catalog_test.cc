@@ -296,6 +296,33 @@ TEST_F(CatalogTest, NewBadPipelineIsListedButNotServed) {
             std::string::npos);
 }
 
+// Remote stages that cannot be reached as configured are refused at load, before a request
+// finds out: a worker key without this daemon's key pair, a non-loopback worker without a key.
+TEST_F(CatalogTest, RemoteStagesNeedTheirCurveKeys) {
+  const std::string stage =
+      "[[stage]]\nplugin = \"prefill_full\"\n[[stage]]\nplugin = "
+      "\"decode_local\"\nendpoint = ";
+  Write(pipelines_ + "/keyed.toml", stage +
+                                        "\"tcp://127.0.0.1:7800\"\nworker_key = "
+                                        "\"rq:rM>}U?@Lns47E1%kR.o@n%FcmmsL/@{H8]yf7\"\n");
+  Write(pipelines_ + "/far.toml", stage + "\"tcp://10.0.0.2:7800\"\n");
+  Write(pipelines_ + "/near.toml", stage + "\"tcp://127.0.0.1:7800\"\n");
+  catalog_->Rescan();
+  auto snap = catalog_->Snapshot();
+  EXPECT_EQ(snap->FindPipeline("keyed"), nullptr);
+  EXPECT_NE(PipelineItem(snap, "keyed.toml")["error"].get<std::string>().find(
+                "a worker key is set, but siftd has no key pair for stage hops "
+                "(--hop-curve-secret-key)"),
+            std::string::npos)
+      << PipelineItem(snap, "keyed.toml");
+  EXPECT_EQ(snap->FindPipeline("far"), nullptr);
+  EXPECT_NE(PipelineItem(snap, "far.toml")["error"].get<std::string>().find(
+                "tcp://10.0.0.2:7800 is not a loopback address"),
+            std::string::npos)
+      << PipelineItem(snap, "far.toml");
+  EXPECT_NE(snap->FindPipeline("near"), nullptr);  // loopback without CURVE: as before
+}
+
 TEST_F(CatalogTest, DeletingAPluginKeepsItsPipelinesOnTheLoadedGeneration) {
   fs::remove(plugins_ + "/keep_recent.so");
   catalog_->Rescan();

@@ -148,7 +148,7 @@ TEST(PipelineConfigTest, UnknownKeysAreRejectedWithTheirLine) {
             "stage)");
   EXPECT_EQ(ErrorOf("[[stage]]\nplugin = \"prefill_full\"\nendpiont = \"tcp://a:1\"\n"),
             "pipelines/t.toml:3: stage 1: unknown key 'endpiont' (expected: endpoint, name, "
-            "params, plugin)");
+            "params, plugin, worker_key)");
 }
 
 TEST(PipelineConfigTest, MissingAndMistypedValues) {
@@ -186,6 +186,22 @@ TEST(PipelineConfigTest, EndpointMustBeTcpHostPort) {
   EXPECT_EQ(ErrorOf("[[stage]]\nplugin = \"prefill_full\"\nendpoint = \"localhost:5\"\n"),
             "pipelines/t.toml:3: stage 'prefill_full': key 'endpoint' must look like "
             "\"tcp://host:port\", got \"localhost:5\"");
+}
+
+TEST(PipelineConfigTest, WorkerKeyIsAZ85KeyBesideAnEndpoint) {
+  const std::string key = "rq:rM>}U?@Lns47E1%kR.o@n%FcmmsL/@{H8]yf7";  // a valid Z85 public key
+  const PipelineConfig c = ParsePipelineText(
+      "[[stage]]\nplugin = \"prefill_full\"\nendpoint = \"tcp://10.0.0.2:7800\"\n"
+      "worker_key = \"" +
+          key + "\"\n",
+      "pipelines/t.toml");
+  EXPECT_EQ(c.stages[0].worker_key, key);
+  EXPECT_EQ(ErrorOf("[[stage]]\nplugin = \"prefill_full\"\nworker_key = \"" + key + "\"\n"),
+            "pipelines/t.toml:3: stage 'prefill_full': key 'worker_key' needs an 'endpoint'");
+  EXPECT_EQ(ErrorOf("[[stage]]\nplugin = \"prefill_full\"\nendpoint = \"tcp://h:1\"\n"
+                    "worker_key = \"workers.pub\"\n"),
+            "pipelines/t.toml:4: stage 'prefill_full': key 'worker_key' must be the worker's "
+            "CURVE public key: 40 Z85 characters (the .pub file of siftd --make-curve-keys)");
 }
 
 TEST(PipelineConfigTest, DuplicateStageNames) {

@@ -229,14 +229,16 @@ TEST_F(TwoProcessTest, UnreachableWorkerIsUnavailable) {
   HopTimeouts timeouts;
   timeouts.connect_ms = 300;
   const auto start = std::chrono::steady_clock::now();
-  Status status = RunPipeline("dead", stages, model, state, json::object(), context, timeouts);
+  Status status =
+      RunPipeline("dead", stages, model, state, json::object(), context, RemoteHops{timeouts, {}});
   EXPECT_EQ(status.code(), StatusCode::kUnavailable) << status.ToString();
   EXPECT_NE(status.message().find("tcp://127.0.0.1:1: cannot connect within 300 ms"),
             std::string::npos)
       << status.message();
   EXPECT_LT(std::chrono::steady_clock::now() - start, std::chrono::seconds(30));
   // The endpoint's circuit is now open: the next request fails at once, saying so.
-  status = RunPipeline("dead", stages, model, state, json::object(), context, timeouts);
+  status =
+      RunPipeline("dead", stages, model, state, json::object(), context, RemoteHops{timeouts, {}});
   EXPECT_EQ(status.code(), StatusCode::kUnavailable) << status.ToString();
   EXPECT_NE(status.message().find("circuit open"), std::string::npos) << status.message();
 }
