@@ -277,6 +277,16 @@ bool Daemon::StartFrontEnds() {
     return Fail();
   }
   if (openai_on_) {
+    // /health on the OpenAI port for load balancers: the ops port's status, from state that is
+    // safe to read on the OpenAI I/O thread (the phase, and the backend's listing).
+    CatalogBackend* backend = backend_.get();
+    openai_options_.health = [this, backend]() -> std::pair<int, std::string> {
+      const Phase p = phase_.load();
+      if (p == Phase::kLoading) return {503, "loading"};
+      if (p != Phase::kReady) return {503, "draining"};
+      if (CountOk(backend->List(), "pipelines").first == 0) return {503, "no_pipelines"};
+      return {200, "ready"};
+    };
     openai_ = std::make_unique<OpenAiServer>(openai_options_, *front_end_, *backend_, metrics_);
     st = openai_->Start();
     if (!st.ok()) {

@@ -398,7 +398,8 @@ void OpenAiSession::OnHeader(const error_code& ec) {
     return;
   }
   const auto& request = parser_->get();
-  if (!server_.keys().empty() &&
+  const bool health = server_.options().health && Sv(request.target()) == "/health";
+  if (!health && !server_.keys().empty() &&
       !server_.keys().Authorizes(Sv(request[http::field::authorization]))) {
     ++read_generation_;
     read_timer_.cancel();
@@ -494,12 +495,18 @@ void OpenAiSession::Dispatch() {
   } else if (path == "/v1/models" || path.rfind("/v1/models/", 0) == 0) {
     endpoint_ = "models";
     if (allow(http::verb::get, "GET")) HandleModels(path);
+  } else if (path == "/health" && server_.options().health) {
+    endpoint_ = "health";
+    if (allow(http::verb::get, "GET")) {
+      const auto [status, word] = server_.options().health();
+      RespondJson(status, {{"status", word}});
+    }
   } else {
     RespondError(endpoint_,
                  HttpLevelError(404, "not_found",
                                 "no route " + path +
                                     "; this server offers POST /v1/chat/completions, POST "
-                                    "/v1/completions and GET /v1/models"));
+                                    "/v1/completions, GET /v1/models and GET /health"));
   }
 }
 

@@ -37,6 +37,7 @@
 #define SIFT_DAEMON_OPENAI_SERVER_H_
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <string>
 
@@ -57,6 +58,11 @@ struct OpenAiServerOptions {
   int max_connections_per_peer = 16;  // per client IP address
   int timeout_ms = 30000;             // a body's arrival, each write
   int idle_timeout_ms = 5000;         // a header's arrival (new and keep-alive connections)
+  // GET /health on this port, for load balancers that reach only it (no API key needed): the
+  // HTTP status (200 ready, 503 otherwise) and the status word ("ready", "draining", ...), the
+  // same as the operations port's /health. Null: /health is not routed here. Called on the
+  // connection's I/O thread; must be thread-safe.
+  std::function<std::pair<int, std::string>()> health;
 };
 
 class OpenAiServer {

@@ -678,6 +678,10 @@ class SecurityAndDrain(unittest.TestCase):
                     d.client(api_key=bad or "x").models.list()
             raw = raw_request(d.openai, b"GET /v1/models HTTP/1.1\r\nHost: x\r\n\r\n")
             self.assertEqual(status_of(raw), 401)
+            # /health answers load balancers without a key (and says nothing else).
+            health = b"GET /health HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n"
+            raw = raw_request(d.openai, health)
+            self.assertEqual((status_of(raw), body_of(raw)), (200, {"status": "ready"}))
             good = d.client(api_key=API_KEY)
             self.assertIn("full", [m.id for m in good.models.list().data])
 
@@ -689,6 +693,9 @@ class SecurityAndDrain(unittest.TestCase):
             pieces = [next(it).choices[0].text]
             d.proc.send_signal(signal.SIGTERM)
             d.wait_metric("sift_draining", lambda v: v == 1)
+            # Unavailable to the load balancer while the listener still serves the stream.
+            raw = raw_request(d.openai, health)
+            self.assertEqual((status_of(raw), body_of(raw)), (503, {"status": "draining"}))
             with self.assertRaises(openai.APIStatusError) as e:
                 good.completions.create(model="full", prompt="Hi", max_tokens=2)
             self.assertEqual(e.exception.status_code, 503)
