@@ -287,6 +287,7 @@ bool Daemon::StartFrontEnds() {
       if (CountOk(backend->List(), "pipelines").first == 0) return {503, "no_pipelines"};
       return {200, "ready"};
     };
+    openai_options_.metrics = [this] { return metrics_.Render(); };
     openai_ = std::make_unique<OpenAiServer>(openai_options_, *front_end_, *backend_, metrics_);
     st = openai_->Start();
     if (!st.ok()) {

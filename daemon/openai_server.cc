@@ -259,6 +259,7 @@ class OpenAiSession : public std::enable_shared_from_this<OpenAiSession> {
 
   // ---- writing ----
   void RespondJson(int status, const json& body, int64_t retry_after_ms = -1);
+  void RespondText(int status, std::string body);  // Prometheus text
   void RespondError(const char* endpoint, const OpenAiError& error);
   void StartStream();
   void StreamData(std::string data);
@@ -495,6 +496,9 @@ void OpenAiSession::Dispatch() {
   } else if (path == "/v1/models" || path.rfind("/v1/models/", 0) == 0) {
     endpoint_ = "models";
     if (allow(http::verb::get, "GET")) HandleModels(path);
+  } else if (path == "/metrics" && server_.options().metrics) {
+    endpoint_ = "metrics";
+    if (allow(http::verb::get, "GET")) RespondText(200, server_.options().metrics());
   } else if (path == "/health" && server_.options().health) {
     endpoint_ = "health";
     if (allow(http::verb::get, "GET")) {
@@ -506,7 +510,8 @@ void OpenAiSession::Dispatch() {
                  HttpLevelError(404, "not_found",
                                 "no route " + path +
                                     "; this server offers POST /v1/chat/completions, POST "
-                                    "/v1/completions, GET /v1/models and GET /health"));
+                                    "/v1/completions, GET /v1/models, GET /health and GET "
+                                    "/metrics"));
   }
 }
 
@@ -635,6 +640,21 @@ void OpenAiSession::SetCommonHeaders(http::response<Body>& response) {
   response.set(http::field::server, kServerName);
   if (!request_id_.empty()) response.set("x-request-id", request_id_);
   response.keep_alive(keep_alive_ && !close_after_response_ && !server_.stopping());
+}
+
+void OpenAiSession::RespondText(int status, std::string body) {
+  auto response = std::make_shared<http::response<http::string_body>>();
+  response->version(version_);
+  response->result(static_cast<unsigned>(status));
+  SetCommonHeaders(*response);
+  response->set(http::field::content_type, "text/plain; version=0.0.4; charset=utf-8");
+  response->body() = std::move(body);
+  response->prepare_payload();
+  Write write;
+  write.kind = Write::kResponse;
+  write.response = std::move(response);
+  write.ends_response = true;
+  Queue(std::move(write));
 }
 
 void OpenAiSession::RespondJson(int status, const json& body, int64_t retry_after_ms) {

@@ -63,6 +63,10 @@ struct OpenAiServerOptions {
   // same as the operations port's /health. Null: /health is not routed here. Called on the
   // connection's I/O thread; must be thread-safe.
   std::function<std::pair<int, std::string>()> health;
+  // GET /metrics on this port (behind the API keys like every other path but /health), for
+  // gateways and scrapers that reach only it: the operations port's Prometheus text. Null: not
+  // routed here. Called on the connection's I/O thread; must be thread-safe.
+  std::function<std::string()> metrics;
 };
 
 class OpenAiServer {

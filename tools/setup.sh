@@ -51,11 +51,16 @@ PACKAGES=(
   clang-format-14
 )
 
+# Debian packages only the tests need: HAProxy and iproute2 for the deployment recipe's test
+# (tests/deploy) and the two-namespace remote-stage test (tests/daemon/remote_worker_curve_test.cc).
+TEST_PACKAGES=(haproxy iproute2)
+
 log() { printf '[setup] %s\n' "$*" >&2; }
 
+# Installs what is missing of PACKAGES and of the packages given as arguments.
 step_deps() {
   local missing=()
-  for p in "${PACKAGES[@]}"; do
+  for p in "${PACKAGES[@]}" "$@"; do
     dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
   done
   if ((${#missing[@]} == 0)); then
@@ -276,6 +281,6 @@ case "$cmd" in
   venv) step_venv ;;
   run) step_deps; step_model; step_build; step_calibrate $(model_names); main_job ;;
   # The tests' SPTS runs use smollm2 only: calibrating other models would only cost time.
-  test) step_deps; step_model $(test_models); step_build; step_calibrate smollm2; step_venv; test_job ;;
+  test) step_deps "${TEST_PACKAGES[@]}"; step_model $(test_models); step_build; step_calibrate smollm2; step_venv; test_job ;;
   *) echo "usage: $0 run|test|deps|build|venv|model [NAME...]|calibrate [NAME...]" >&2; exit 2 ;;
 esac

@@ -682,6 +682,15 @@ class SecurityAndDrain(unittest.TestCase):
             health = b"GET /health HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n"
             raw = raw_request(d.openai, health)
             self.assertEqual((status_of(raw), body_of(raw)), (200, {"status": "ready"}))
+            # /metrics for gateways that reach only this port: behind the keys.
+            metrics = b"GET /metrics HTTP/1.1\r\nHost: x\r\nConnection: close\r\n"
+            self.assertEqual(status_of(raw_request(d.openai, metrics + b"\r\n")), 401)
+            raw = raw_request(d.openai, metrics + b"Authorization: Bearer " +
+                              API_KEY.encode() + b"\r\n\r\n")
+            self.assertEqual(status_of(raw), 200)
+            for name in (b"sift_requests_waiting ", b"sift_requests_running ",
+                         b"sift_kv_usage_ratio "):
+                self.assertIn(name, raw)
             good = d.client(api_key=API_KEY)
             self.assertIn("full", [m.id for m in good.models.list().data])
 
