@@ -118,6 +118,18 @@ Status CheckSecretKeyFile(const std::string& file, const CurveConfig& config,
   return Status::Ok();
 }
 
+// A secret key (a Z85 key or a file holding one) and the public key it derives.
+Status LoadSecretKey(const std::string& file_or_key, std::string* secret, std::string* pub) {
+  SIFT_RETURN_IF_ERROR(ReadZ85Key(file_or_key, secret));
+  char derived[41];
+  if (zmq_curve_public(derived, secret->c_str()) != 0) {
+    return Status(StatusCode::kInvalidArgument, "curve_key_file",
+                  file_or_key + ": not a valid secret key");
+  }
+  *pub = derived;
+  return Status::Ok();
+}
+
 }  // namespace
 
 bool IsLoopbackEndpoint(const std::string& endpoint) {
@@ -163,13 +175,8 @@ Status LoadCurveConfig(const std::string& secret_key_file, const std::string& cl
     return Status(StatusCode::kInvalidArgument, "curve_config",
                   "CURVE needs both --curve-secret-key and --curve-client-keys");
   }
-  SIFT_RETURN_IF_ERROR(ReadZ85Key(secret_key_file, &config->server_secret));
-  char pub[41];
-  if (zmq_curve_public(pub, config->server_secret.c_str()) != 0) {
-    return Status(StatusCode::kInvalidArgument, "curve_key_file",
-                  secret_key_file + ": not a valid secret key");
-  }
-  config->server_public = pub;
+  SIFT_RETURN_IF_ERROR(
+      LoadSecretKey(secret_key_file, &config->server_secret, &config->server_public));
   std::vector<std::string> lines;
   SIFT_RETURN_IF_ERROR(ReadLines(client_keys_file, &lines));
   for (size_t i = 0; i < lines.size(); ++i) {
@@ -196,8 +203,6 @@ Status LoadCurveConfig(const std::string& secret_key_file, const std::string& cl
   return Status::Ok();
 }
 
-bool IsZ85Key(const std::string& text) { return ValidZ85Key(text); }
-
 Status LoadCurveClientKeys(const std::string& secret_key_file, const std::string& server_key,
                            CurveClientKeys* keys) {
   *keys = CurveClientKeys();
@@ -205,13 +210,7 @@ Status LoadCurveClientKeys(const std::string& secret_key_file, const std::string
     return Status(StatusCode::kFailedPrecondition, "curve_unavailable",
                   "this libzmq was built without CURVE support");
   }
-  SIFT_RETURN_IF_ERROR(ReadZ85Key(secret_key_file, &keys->secret_key));
-  char pub[41];
-  if (zmq_curve_public(pub, keys->secret_key.c_str()) != 0) {
-    return Status(StatusCode::kInvalidArgument, "curve_key_file",
-                  secret_key_file + ": not a valid secret key");
-  }
-  keys->public_key = pub;
+  SIFT_RETURN_IF_ERROR(LoadSecretKey(secret_key_file, &keys->secret_key, &keys->public_key));
   if (!server_key.empty()) SIFT_RETURN_IF_ERROR(ReadZ85Key(server_key, &keys->server_key));
   if (!ValidZ85Key(secret_key_file)) {  // a file: the same public-key checks as the server's
     CurveConfig check;

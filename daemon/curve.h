@@ -55,8 +55,6 @@ Status LoadCurveConfig(const std::string& secret_key_file, const std::string& cl
 // default peer key. A public key given as the secret key is refused as LoadCurveConfig does.
 Status LoadCurveClientKeys(const std::string& secret_key_file, const std::string& server_key,
                            CurveClientKeys* keys);
-// True for a 40-character Z85 text (what ReadZ85Key accepts inline).
-bool IsZ85Key(const std::string& text);
 // Writes PREFIX.key and PREFIX.pub; `summary` says what was written.
 Status MakeCurveKeyFiles(const std::string& prefix, std::string* summary);
 

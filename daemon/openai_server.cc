@@ -260,6 +260,8 @@ class OpenAiSession : public std::enable_shared_from_this<OpenAiSession> {
   // ---- writing ----
   void RespondJson(int status, const json& body, int64_t retry_after_ms = -1);
   void RespondText(int status, std::string body);  // Prometheus text
+  // One whole response; retry_after_ms >= 0 adds Retry-After and retry-after-ms.
+  void Respond(int status, const char* content_type, std::string body, int64_t retry_after_ms);
   void RespondError(const char* endpoint, const OpenAiError& error);
   void StartStream();
   void StreamData(std::string data);
@@ -643,32 +645,27 @@ void OpenAiSession::SetCommonHeaders(http::response<Body>& response) {
 }
 
 void OpenAiSession::RespondText(int status, std::string body) {
-  auto response = std::make_shared<http::response<http::string_body>>();
-  response->version(version_);
-  response->result(static_cast<unsigned>(status));
-  SetCommonHeaders(*response);
-  response->set(http::field::content_type, "text/plain; version=0.0.4; charset=utf-8");
-  response->body() = std::move(body);
-  response->prepare_payload();
-  Write write;
-  write.kind = Write::kResponse;
-  write.response = std::move(response);
-  write.ends_response = true;
-  Queue(std::move(write));
+  Respond(status, "text/plain; version=0.0.4; charset=utf-8", std::move(body), -1);
 }
 
 void OpenAiSession::RespondJson(int status, const json& body, int64_t retry_after_ms) {
+  Respond(status, "application/json",
+          body.dump(-1, ' ', false, json::error_handler_t::replace) + "\n", retry_after_ms);
+}
+
+void OpenAiSession::Respond(int status, const char* content_type, std::string body,
+                            int64_t retry_after_ms) {
   auto response = std::make_shared<http::response<http::string_body>>();
   response->version(version_);
   response->result(static_cast<unsigned>(status));
   SetCommonHeaders(*response);
-  response->set(http::field::content_type, "application/json");
+  response->set(http::field::content_type, content_type);
   if (retry_after_ms >= 0) {
     response->set(http::field::retry_after,
                   std::to_string(std::max<int64_t>(1, (retry_after_ms + 999) / 1000)));
     response->set("retry-after-ms", std::to_string(retry_after_ms));
   }
-  response->body() = body.dump(-1, ' ', false, json::error_handler_t::replace) + "\n";
+  response->body() = std::move(body);
   response->prepare_payload();
   Write write;
   write.kind = Write::kResponse;
