@@ -129,6 +129,38 @@ TEST(AttentionTest, StatisticsMatchDenseProbabilities) {
   ExpectClose(s.window_sum.sum(1), at::full({6}, 11.0), 1e-4);
 }
 
+// Statistics come from their own pass over the rows they read, whatever kernel computed the
+// output: the CPU kernel (kAuto, head dim 64) and LibTorch's fused path (kTorch, what CUDA runs:
+// one causal SDPA call for a whole prompt) give bit-identical scores, and both outputs match
+// the dense reference.
+TEST(AttentionTest, StatisticsDoNotDependOnTheOutputKernel) {
+  Inputs in = MakeInputs(300, 300, 6, 2, 64, 8);
+  AttentionStatsRequest r;
+  r.window = 32;
+  r.last_query = true;
+  r.max_from_query = 250;
+  r.last_query_logit_sum = true;
+  r.column_sum = true;
+  AttentionOptions cpu_kernel, torch_ops;
+  torch_ops.kernel = AttentionKernel::kTorch;
+  AttentionStats a, b;
+  const at::Tensor out_a = Attention(in.q, in.k, in.v, in.q_pos, in.k_pos, cpu_kernel, r, &a);
+  const at::Tensor out_b = Attention(in.q, in.k, in.v, in.q_pos, in.k_pos, torch_ops, r, &b);
+  EXPECT_TRUE(at::equal(a.window_sum, b.window_sum));
+  EXPECT_TRUE(at::equal(a.last_query, b.last_query));
+  EXPECT_TRUE(at::equal(a.max_prob, b.max_prob));
+  EXPECT_TRUE(at::equal(a.last_query_logit_sum, b.last_query_logit_sum));
+  EXPECT_TRUE(at::equal(a.column_sum, b.column_sum));
+  const at::Tensor ref = AttentionReference(in.q, in.k, in.v, in.q_pos, in.k_pos, cpu_kernel);
+  ExpectClose(out_a, ref, 1e-5);
+  ExpectClose(out_b, ref, 1e-5);
+  const at::Tensor p = ReferenceProbs(in, cpu_kernel);
+  ExpectClose(b.window_sum, p.slice(1, 300 - 32, 300).sum(1), 1e-5);
+  ExpectClose(b.column_sum, p.sum(1), 1e-4);
+  // The same request without statistics gives the same output (statistics never change it).
+  EXPECT_TRUE(at::equal(out_b, Attention(in.q, in.k, in.v, in.q_pos, in.k_pos, torch_ops)));
+}
+
 TEST(AttentionTest, RejectsMismatchedShapes) {
   Inputs in = MakeInputs(4, 4, 6, 4, 8, 7);  // 6 heads not divisible by 4 KV heads
   EXPECT_THROW(Attention(in.q, in.k, in.v, in.q_pos, in.k_pos, {}), std::exception);

@@ -265,43 +265,17 @@ void BlockedAttention(const at::Tensor& q_in, const at::Tensor& k_in, const at::
   }
 }
 
-}  // namespace
-
-at::Tensor Attention(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v,
-                     const at::Tensor& q_pos_in, const at::Tensor& k_pos_in,
-                     const AttentionOptions& options, const AttentionStatsRequest& request,
-                     AttentionStats* stats) {
-  CheckShapes(q, k, v, q_pos_in, k_pos_in);
-  SIFT_CHECK(!request.any() || stats != nullptr, "Attention: statistics requested without output");
-  const at::Tensor q_pos = HostPositions(q_pos_in);
-  const at::Tensor k_pos = HostPositions(k_pos_in);
+// LibTorch operators, no statistics: one causal SDPA call for a whole prompt over a fresh cache
+// (LibTorch's flash kernel), else SDPA per block of queries (BlockedAttention).
+at::Tensor FusedAttention(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v,
+                          const at::Tensor& q_pos, const at::Tensor& k_pos,
+                          const AttentionOptions& options) {
   const int64_t nq = q.size(0), hq = q.size(1), hkv = k.size(0), nk = k.size(1);
-
-  if (request.any()) {
-    const auto opts = q.options().dtype(at::kFloat);
-    if (request.window > 0) stats->window_sum = at::zeros({hq, nk}, opts);
-    if (request.last_query) stats->last_query = at::zeros({hq, nk}, opts);
-    if (request.column_sum) stats->column_sum = at::zeros({hq, nk}, opts);
-    if (request.max_from_query >= 0) stats->max_prob = at::zeros({nk}, opts);
-    if (request.last_query_logit_sum) stats->last_query_logit_sum = at::zeros({nk}, opts);
-  }
-
-  if (UseCpuKernel(q, k, v, options)) {
-    at::Tensor out = CpuKernelAttention(q, k, v, q_pos, k_pos, options);
-    // Statistics need normalised probabilities of a few rows: recomputed for those rows only.
-    if (request.any()) {
-      BlockedAttention(q, k, v, q_pos, k_pos, options, request, stats, FirstStatsRow(request, nq),
-                       at::Tensor());
-    }
-    return out;
-  }
   const int64_t hd = q.size(2), group = hq / hkv;
   if (q.is_cuda()) ConfigureCudaSdpaOnce();
 #if TORCH_VERSION_MAJOR >= 2 && (TORCH_VERSION_MAJOR > 2 || TORCH_VERSION_MINOR >= 1)
-  if (!request.any() && options.window == 0 && !options.upcast_fp32 && nq == nk &&
-      IsDenseCausal(q_pos, k_pos)) {
-    // A whole prompt over a fresh cache: one causal call, no mask, so LibTorch's flash kernel
-    // runs (top-left causal alignment is right when queries and keys are the same positions).
+  if (options.window == 0 && !options.upcast_fp32 && nq == nk && IsDenseCausal(q_pos, k_pos)) {
+    // Top-left causal alignment is right when queries and keys are the same positions.
     const at::Tensor ct = AsType(q, k.scalar_type());
     at::Tensor qh = ct.permute({1, 0, 2}).reshape({hkv, group, nq, hd});
     at::Tensor o = at::scaled_dot_product_attention(qh, k.unsqueeze(1).expand({hkv, group, nk, hd}),
@@ -312,8 +286,43 @@ at::Tensor Attention(const at::Tensor& q, const at::Tensor& k, const at::Tensor&
 #endif
   at::Tensor out = at::empty({hkv, group, nq, hd},
                              q.options().dtype(options.upcast_fp32 ? at::kFloat : q.scalar_type()));
-  BlockedAttention(q, k, v, q_pos, k_pos, options, request, stats, 0, out);
+  BlockedAttention(q, k, v, q_pos, k_pos, options, {}, nullptr, 0, out);
   return out.view({hq, nq, hd}).permute({1, 0, 2}).to(q.scalar_type()).contiguous();
+}
+
+}  // namespace
+
+at::Tensor Attention(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v,
+                     const at::Tensor& q_pos_in, const at::Tensor& k_pos_in,
+                     const AttentionOptions& options, const AttentionStatsRequest& request,
+                     AttentionStats* stats) {
+  CheckShapes(q, k, v, q_pos_in, k_pos_in);
+  SIFT_CHECK(!request.any() || stats != nullptr, "Attention: statistics requested without output");
+  const at::Tensor q_pos = HostPositions(q_pos_in);
+  const at::Tensor k_pos = HostPositions(k_pos_in);
+  const int64_t nq = q.size(0), hq = q.size(1), nk = k.size(1);
+
+  if (request.any()) {
+    const auto opts = q.options().dtype(at::kFloat);
+    if (request.window > 0) stats->window_sum = at::zeros({hq, nk}, opts);
+    if (request.last_query) stats->last_query = at::zeros({hq, nk}, opts);
+    if (request.column_sum) stats->column_sum = at::zeros({hq, nk}, opts);
+    if (request.max_from_query >= 0) stats->max_prob = at::zeros({nk}, opts);
+    if (request.last_query_logit_sum) stats->last_query_logit_sum = at::zeros({nk}, opts);
+  }
+
+  // The output always comes from a fused kernel (the CPU one, or LibTorch's SDPA); statistics
+  // need normalised probabilities, recomputed in a second pass over the query rows they read
+  // only (the window, the last row; every row only for column sums), with the same operators
+  // whatever computed the output, so the scores do not depend on the device's kernel.
+  at::Tensor out = UseCpuKernel(q, k, v, options)
+                       ? CpuKernelAttention(q, k, v, q_pos, k_pos, options)
+                       : FusedAttention(q, k, v, q_pos, k_pos, options);
+  if (request.any()) {
+    BlockedAttention(q, k, v, q_pos, k_pos, options, request, stats, FirstStatsRow(request, nq),
+                     at::Tensor());
+  }
+  return out;
 }
 
 const char* AttentionCpuKernelIsa() { return cpu::FlashAttentionIsa(); }
