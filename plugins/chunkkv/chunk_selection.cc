@@ -38,7 +38,12 @@ at::Tensor SelectChunks(const at::Tensor& scores, int64_t chunk, int64_t keep, C
                                .scatter_(1, order, covered_before < keep);
   // Original order, the first `keep` tokens of the taken chunks: rank the taken tokens, then move
   // them ahead of the others (key = index, + n when not kept) and cut.
-  const at::Tensor token_taken = taken.repeat_interleave(chunk, 1).narrow(1, 0, n);
+  // Each chunk's flag over its tokens: an expand, not repeat_interleave (which reads its output
+  // size from the device: a host synchronisation per layer on a GPU).
+  const at::Tensor token_taken = taken.unsqueeze(-1)
+                                     .expand({taken.size(0), taken.size(1), chunk})
+                                     .reshape({taken.size(0), -1})
+                                     .narrow(1, 0, n);
   const at::Tensor rank = token_taken.to(at::kLong).cumsum(-1);
   const at::Tensor kept = at::logical_and(token_taken, rank <= keep);
   const at::Tensor position = at::arange(n, index_options).expand({heads, n});

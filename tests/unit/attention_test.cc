@@ -161,6 +161,36 @@ TEST(AttentionTest, StatisticsDoNotDependOnTheOutputKernel) {
   EXPECT_TRUE(at::equal(out_b, Attention(in.q, in.k, in.v, in.q_pos, in.k_pos, torch_ops)));
 }
 
+// On CUDA (skipped elsewhere): a whole bf16 prompt runs LibTorch's causal SDPA (the flash
+// kernel) and the statistics come from the second pass; both agree with the CPU's computation
+// of the same bf16 inputs (different GEMMs: close, not bit-equal).
+TEST(AttentionTest, CudaStatisticsMatchTheCpu) {
+  if (!at::hasCUDA()) GTEST_SKIP() << "no CUDA device";
+  Inputs in = MakeInputs(1000, 1000, 9, 3, 64, 9);
+  AttentionStatsRequest r;
+  r.window = 32;
+  r.last_query = true;
+  r.column_sum = true;
+  r.last_query_logit_sum = true;
+  AttentionOptions o;
+  auto bf = [](const at::Tensor& t, at::Device d) { return t.to(d, at::kBFloat16); };
+  const at::Device cuda(at::kCUDA);
+  AttentionStats cpu, gpu;
+  const at::Tensor out_cpu = Attention(bf(in.q, at::kCPU), bf(in.k, at::kCPU), bf(in.v, at::kCPU),
+                                       in.q_pos, in.k_pos, o, r, &cpu);
+  const at::Tensor out_gpu =
+      Attention(bf(in.q, cuda), bf(in.k, cuda), bf(in.v, cuda), in.q_pos, in.k_pos, o, r, &gpu);
+  ExpectClose(out_gpu.cpu(), out_cpu, 0.03);
+  ExpectClose(gpu.window_sum.cpu(), cpu.window_sum, 2e-2);
+  ExpectClose(gpu.last_query.cpu(), cpu.last_query, 2e-3);
+  ExpectClose(gpu.column_sum.cpu(), cpu.column_sum, 5e-2);
+  // The selection signals rank keys alike: the top window keys agree.
+  const at::Tensor top_cpu = std::get<1>(cpu.window_sum.sum(0).topk(64));
+  const at::Tensor top_gpu = std::get<1>(gpu.window_sum.sum(0).cpu().topk(64));
+  const int64_t common = at::isin(top_gpu, top_cpu).sum().item<int64_t>();
+  EXPECT_GE(common, 60);
+}
+
 TEST(AttentionTest, RejectsMismatchedShapes) {
   Inputs in = MakeInputs(4, 4, 6, 4, 8, 7);  // 6 heads not divisible by 4 KV heads
   EXPECT_THROW(Attention(in.q, in.k, in.v, in.q_pos, in.k_pos, {}), std::exception);

@@ -48,8 +48,8 @@ void AddCommonOptions(cli::CommandLine* cl) {
           "start a siftd of this build (plugins/, the repository's pipelines/, the model) on an "
           "ephemeral loopback port");
   AddFlag(&where, "in-process",
-          "accuracy only: the model, plugins and pipelines in this process, one shared prefill "
-          "per sample");
+          "accuracy and ops: the model, plugins and pipelines in this process (accuracy: one "
+          "shared prefill per sample)");
   AddFlag(&where, "no-share-prefill", "--in-process: run each config on its own prefill");
   AddValue(&where, "model", "PATH",
            "GGUF file or Hugging Face directory (default $SIFT_MODEL, else the SmolLM2 GGUF "
@@ -107,7 +107,8 @@ Common ReadCommon(const Args& args, bool need_daemon) {
   return c;
 }
 
-std::unique_ptr<Backend> MakeBackend(const Args& args, const Common& common, bool need_daemon) {
+std::unique_ptr<Backend> MakeBackend(const Args& args, const Common& common, bool need_daemon,
+                                     bool count_ops) {
   const std::string bin = SIFT_BINARY_DIR;
   if (args.Flag("in-process")) {
     InProcessOptions o;
@@ -118,6 +119,7 @@ std::unique_ptr<Backend> MakeBackend(const Args& args, const Common& common, boo
     o.device = args.Get("device", "cpu");
     o.threads = static_cast<int>(args.Int("threads", 0));
     o.share_prefill = !args.Flag("no-share-prefill");
+    o.count_ops = count_ops;
     return MakeInProcessBackend(o);
   }
   DaemonOptions o;

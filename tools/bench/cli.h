@@ -1,5 +1,5 @@
 // sift-bench command line: options shared by the subcommands, and the subcommands' entry points
-// (accuracy.cc, speed.cc, report.cc). docs/bench.md is the user's reference.
+// (accuracy.cc, speed.cc, report.cc, ops.cc). docs/bench.md is the user's reference.
 //
 // Every option is `--name value` (or `--name=value`) or a flag, parsed by the shared command line
 // (tools/common/command_line.h: --help, one-line usage errors with exit status 2); repeated
@@ -56,11 +56,14 @@ struct Common {
 // Reads the common options (with --quick defaults: pipelines "full"). `need_daemon` refuses
 // --in-process (the speed suite measures the daemon).
 Common ReadCommon(const Args& args, bool need_daemon);
-std::unique_ptr<Backend> MakeBackend(const Args& args, const Common& common, bool need_daemon);
+// count_ops: the in-process backend counts operators (InProcessOptions::count_ops).
+std::unique_ptr<Backend> MakeBackend(const Args& args, const Common& common, bool need_daemon,
+                                     bool count_ops = false);
 
 int RunAccuracy(int argc, char** argv);
 int RunSpeed(int argc, char** argv);
 int RunReport(int argc, char** argv);
+int RunOps(int argc, char** argv);
 
 }  // namespace sift::bench
 

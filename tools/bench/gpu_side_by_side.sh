@@ -4,7 +4,8 @@
 # sift and llama.cpp side by side on one GPU, in one run: what docs/results/gpu.md reports.
 # Runs, in this order, on a machine where sift is built with CUDA (and, optionally, llama.cpp's
 # llama-bench with CUDA):
-#   1. sift-engine-bench --device cuda, bf16: prefill 2K / 8K / 32K, decode at 2K and 8K context
+#   1. sift-engine-bench --device cuda, bf16: prefill 2K / 8K / 32K, decode at 2K and 8K context,
+#      and batched decode (continuous batching's step) at 1, 8 and 32 rows of a 2K prompt each
 #      (--n-ctx 33000: SmolLM2's trained context is 8K; past it RoPE extrapolates, so the
 #      timings mean what llama-bench's pp32768 means and the outputs mean nothing)
 #   2. the same with SIFT_SDPA_CUDNN=1 (LibTorch's cuDNN attention backend left on): the A/B of
@@ -23,7 +24,8 @@
 # Environment: SIFT_BIN (build/bin), SIFT_MODEL (models/SmolLM2-135M-Instruct.Q4_1.gguf),
 # SIFT_HAYSTACK (../shared/data/pg_essays when there), LLAMA_BENCH (path; unset: step 4 skipped),
 # LLAMA_WAIT_S (300), SIFT_PIPELINES (all eleven), SIFT_LENGTHS (8192,32768), SIFT_REPEATS (2),
-# SIFT_STEPS (engine cudnn ttft llama quiet), SIFT_DEADLINE (epoch seconds by which to stop);
+# SIFT_STEPS (engine cudnn ttft llama quiet), SIFT_DEADLINE (epoch seconds by which to stop),
+# SIFT_BATCH_ROWS (1,8,32; "" = none), SIFT_BATCH_CONTEXT (2048);
 # for a dry run on a CPU: SIFT_DEVICE (cuda), SIFT_ENGINE_LENGTHS (2048,8192,32768),
 # SIFT_ENGINE_CONTEXTS (2048,8192).
 set -uo pipefail
@@ -47,6 +49,8 @@ STEPS="${SIFT_STEPS:-engine cudnn ttft llama quiet}"
 DEVICE="${SIFT_DEVICE:-cuda}"
 ENGINE_LENGTHS="${SIFT_ENGINE_LENGTHS:-2048,8192,32768}"
 ENGINE_CONTEXTS="${SIFT_ENGINE_CONTEXTS:-2048,8192}"
+BATCH_ROWS="${SIFT_BATCH_ROWS-1,8,32}"
+BATCH_CONTEXT="${SIFT_BATCH_CONTEXT:-2048}"
 NCTX=33000
 DEADLINE="${SIFT_DEADLINE:-$(($(date +%s) + 3600))}"
 mkdir -p "$OUT"
@@ -64,20 +68,21 @@ log "model $MODEL; bin $B; steps: $STEPS; deadline in $(left) s"
 nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader 2>&1 | tee -a "$OUT/gpu.log"
 lscpu | grep -E '^Model name|^CPU\(s\)' | tee -a "$OUT/gpu.log"
 
-engine() {  # json-name lengths contexts [env...]
-  local name=$1 lengths=$2 contexts=$3
-  shift 3
+engine() {  # json-name lengths contexts batch-rows [env...]
+  local name=$1 lengths=$2 contexts=$3 rows=$4
+  shift 4
   ((($(left)) > 40)) || { log "$name: no time left"; return 0; }
-  log "sift-engine-bench --device $DEVICE bf16 lengths $lengths decode at $contexts $*"
+  log "sift-engine-bench --device $DEVICE bf16 lengths $lengths decode at $contexts batch rows '$rows' $*"
   env "$@" timeout "$(cap 180)" "$B/sift-engine-bench" "$MODEL" --device "$DEVICE" --dtypes bf16 \
     --lengths "$lengths" --decode-contexts "$contexts" --decode-tokens 64 --n-ctx "$NCTX" \
+    --batch-rows "$rows" --batch-context "$BATCH_CONTEXT" \
     --no-machine --json "$OUT/$name.json" > "$OUT/$name.txt" 2>&1
   log "  rc=$?"
   grep -E '^\[bench\]|^\| [0-9]' "$OUT/$name.txt" | tee -a "$OUT/gpu.log"
 }
 
-if has_step engine; then engine engine "$ENGINE_LENGTHS" "$ENGINE_CONTEXTS"; fi
-if has_step cudnn; then engine engine-cudnn "${ENGINE_LENGTHS%,*}" "$ENGINE_CONTEXTS" SIFT_SDPA_CUDNN=1; fi
+if has_step engine; then engine engine "$ENGINE_LENGTHS" "$ENGINE_CONTEXTS" "$BATCH_ROWS"; fi
+if has_step cudnn; then engine engine-cudnn "${ENGINE_LENGTHS%,*}" "$ENGINE_CONTEXTS" "" SIFT_SDPA_CUDNN=1; fi
 
 if has_step ttft; then
   proxy="${MODEL%.gguf}.spts.bin"
@@ -134,5 +139,5 @@ PY
   fi
 fi
 
-if has_step quiet; then engine engine-quiet "${ENGINE_LENGTHS%%,*}" "$ENGINE_CONTEXTS"; fi
+if has_step quiet; then engine engine-quiet "${ENGINE_LENGTHS%%,*}" "$ENGINE_CONTEXTS" "$BATCH_ROWS"; fi
 log "done in $(($(date +%s) - T0)) s; files: $(cd "$OUT" && ls | tr '\n' ' ')"

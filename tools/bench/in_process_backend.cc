@@ -11,6 +11,7 @@
 #include "sift/cost_report.h"
 #include "sift/device.h"
 #include "sift/error.h"
+#include "sift/op_counter.h"
 
 namespace sift::bench {
 namespace {
@@ -163,7 +164,7 @@ class InProcessBackend final : public Backend {
     std::vector<Group> groups;
     for (Prepared& p : prepared) {
       bool placed = false;
-      if (options_.share_prefill && !p.prefill_key.empty()) {
+      if (options_.share_prefill && !options_.count_ops && !p.prefill_key.empty()) {
         for (Group& g : groups) {
           if (g.members[0]->prefill_key != p.prefill_key) continue;
           if (MergePlan(g.plan, p.plan)) {
@@ -181,9 +182,33 @@ class InProcessBackend final : public Backend {
   RunResult RunAlone(const Prepared& p, const RequestState& base) {
     RequestState state = base.Clone();
     const auto start = std::chrono::steady_clock::now();
+    if (options_.count_ops) return RunCounted(p, std::move(state), start);
     const Status s =
         daemon::RunPipeline(p.pipeline, p.stages, *model_, state, p.config->overrides, context_);
     return Finish(state, s, start, false);
+  }
+
+  // RunAlone with the operators of the stages before the decode stage and of the decode stage
+  // counted apart (both run on this thread).
+  RunResult RunCounted(const Prepared& p, RequestState state,
+                       std::chrono::steady_clock::time_point start) {
+    size_t split = p.stages.size();
+    if (split > 0 && p.stages.back().plugin->kind() == StageKind::kDecode) --split;
+    const std::vector<ResolvedStage> head(p.stages.begin(), p.stages.begin() + split);
+    const std::vector<ResolvedStage> tail(p.stages.begin() + split, p.stages.end());
+    json counts = {{"layers", model_->config().num_layers}};
+    Status s = Status::Ok();
+    for (const auto& [part, stages] : {std::pair{"prefill", &head}, std::pair{"decode", &tail}}) {
+      if (!s.ok() || stages->empty()) continue;
+      OpCounter counter;
+      s = daemon::RunPipeline(p.pipeline, *stages, *model_, state,
+                              OverridesFor(*stages, p.config->overrides), context_);
+      counts[std::string(part) + "_ops"] = counter.ops();
+      counts[std::string(part) + "_host_reads"] = counter.host_reads();
+    }
+    RunResult r = Finish(state, s, start, false);
+    r.stats.update(counts);
+    return r;
   }
 
   // One prefill (the first stage, with the group's merged plan), then the rest of each member's

@@ -35,6 +35,10 @@ struct InProcessOptions {
   std::string device = "cpu";  // cpu | cuda | cuda:N (sift::ParseDevice)
   int threads = 0;
   bool share_prefill = true;
+  // Count LibTorch operators and host reads (sift/op_counter.h) of the stages before the decode
+  // stage ("prefill") and of the decode stage, into RunResult::stats (prefill_ops,
+  // prefill_host_reads, decode_ops, decode_host_reads, layers). Implies no shared prefill.
+  bool count_ops = false;
 };
 
 std::unique_ptr<Backend> MakeInProcessBackend(const InProcessOptions& options);
