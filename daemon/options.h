@@ -37,8 +37,10 @@ struct DaemonOptions {
   int workers = 64;  // requests in flight at once (batched); beyond them they queue
   int64_t queue_size = 64;
   // Continuous batching (docs/operations.md#batching).
-  int64_t max_batch = 64;            // rows per decode step; 0 = no batching (a request per worker)
-  int64_t prefill_chunk = 512;       // prompt tokens per prefill forward; 0 = the whole prompt
+  int64_t max_batch = 64;  // rows per decode step; 0 = no batching (a request per worker)
+  // Prompt tokens per prefill forward; 0 = the whole prompt. -1 (the default) picks by device:
+  // 512 on the CPU, 0 on CUDA (Validate resolves it).
+  int64_t prefill_chunk = -1;
   int64_t decode_interval_ms = 200;  // a decode step at least this often while stages run
   std::string kv_budget = "50%";     // KV memory for admission: bytes (K/M/G/T) or % of memory
   int64_t kv_budget_bytes = 0;       // kv_budget in bytes: set by ParseOptions once it is valid

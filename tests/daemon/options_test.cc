@@ -43,6 +43,22 @@ TEST(OptionsTest, DefaultsServeFromTheRepositoryRoot) {
   EXPECT_EQ(o.openai_idle_timeout_ms, 5000);
 }
 
+// The prefill chunk follows the device unless given: 512 on the CPU, the whole prompt on CUDA.
+TEST(OptionsTest, PrefillChunkDefaultsByDevice) {
+  DaemonOptions o;
+  std::string message;
+  ASSERT_EQ(Parse({"--device", "cuda"}, &o, &message), ParseResult::kRun) << message;
+  EXPECT_EQ(o.prefill_chunk, 0);
+  DaemonOptions given;
+  ASSERT_EQ(Parse({"--device", "cuda:0", "--prefill-chunk", "256"}, &given, &message),
+            ParseResult::kRun)
+      << message;
+  EXPECT_EQ(given.prefill_chunk, 256);
+  DaemonOptions cpu;
+  ASSERT_EQ(Parse({"--prefill-chunk", "-1"}, &cpu, &message), ParseResult::kRun) << message;
+  EXPECT_EQ(cpu.prefill_chunk, 512);
+}
+
 TEST(OptionsTest, BatchingOptionsAreRangeChecked) {
   DaemonOptions o;
   std::string message;
@@ -52,6 +68,7 @@ TEST(OptionsTest, BatchingOptionsAreRangeChecked) {
             ParseResult::kRun)
       << message;
   EXPECT_EQ(o.max_batch, 0);
+  EXPECT_EQ(o.prefill_chunk, 128);
   EXPECT_EQ(o.kv_budget, "2G");
   EXPECT_EQ(o.decode_interval_ms, 50);
   for (const std::vector<std::string>& bad : {std::vector<std::string>{"--max-batch", "-1"},

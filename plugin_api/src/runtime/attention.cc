@@ -55,8 +55,9 @@ int64_t CountAtMost(const at::Tensor& k_pos_host, int64_t limit) {
   return best;
 }
 
-// Visibility of keys [k0, k1) to queries with host positions q_pos_block: [1 or Hkv, B, k1-k0],
-// built on the host and copied to `device` (no device read).
+// Visibility of keys [k0, k1) to queries at positions q_pos_block: [1 or Hkv, B, k1-k0], computed
+// where the positions are and moved to `device` (BlockedAttention passes device copies of the
+// positions, so a GPU builds its masks itself: no device read, and no mask through host memory).
 at::Tensor VisibleMask(const at::Tensor& q_pos_block, const at::Tensor& k_pos, int64_t k0,
                        int64_t k1, const AttentionOptions& options, const at::Device& device) {
   at::Tensor kp = (k_pos.dim() == 1 ? k_pos.unsqueeze(0) : k_pos).slice(1, k0, k1).unsqueeze(1);
@@ -139,6 +140,7 @@ at::Tensor CpuKernelAttention(const at::Tensor& q, const at::Tensor& k, const at
 [[maybe_unused]] bool IsDenseCausal(const at::Tensor& q_pos, const at::Tensor& k_pos) {
   const int64_t n = q_pos.size(0);
   const int64_t* qp = q_pos.data_ptr<int64_t>();  // host: positions
+
   const at::Tensor kr = k_pos.dim() == 1 ? k_pos.unsqueeze(0) : k_pos;
   const int64_t* kp = kr.data_ptr<int64_t>();  // host: positions
   if (kr.size(1) != n) return false;
@@ -203,6 +205,17 @@ void BlockedAttention(const at::Tensor& q_in, const at::Tensor& k_in, const at::
   const bool lambda = options.window > 0;
   const at::Device device = q.device();
   const int64_t* qp = q_pos.data_ptr<int64_t>();  // host: positions
+  // Masks are built on the device from positions copied there once per call (a few hundred KB
+  // at 32K keys). Built on the host, each 256-query block's [256, keys] mask went through
+  // pageable memory: 8 MB per block and layer at 32K, which made a chunked 32K prefill on an
+  // H100 take 11 s instead of 0.24 s (docs/results/gpu.md).
+  at::Tensor q_pos_mask, k_pos_mask;
+  auto mask_positions = [&] {
+    if (!k_pos_mask.defined()) {
+      q_pos_mask = q_pos.to(device);
+      k_pos_mask = k_pos.to(device);
+    }
+  };
 
   // [Hkv, group, nq, hd]: query head h uses KV head h / group (HF repeat_kv order).
   at::Tensor qh = q.permute({1, 0, 2}).reshape({hkv, group, nq, hd});
@@ -231,13 +244,15 @@ void BlockedAttention(const at::Tensor& q_in, const at::Tensor& k_in, const at::
       const at::Tensor qv = qb.view({hkv, group, b, hd});
       const at::Tensor kv = kb.unsqueeze(1).expand({hkv, group, kend, hd});
       const at::Tensor vv = vb.unsqueeze(1).expand({hkv, group, kend, hd});
-      at::Tensor ob = kfull < kend
-                          ? at::scaled_dot_product_attention(
-                                qv, kv, vv,
-                                VisibleMask(q_pos.slice(0, i0, i1), k_pos, 0, kend, options, device)
-                                    .unsqueeze(1),
-                                0.0, false, scale)
-                          : at::scaled_dot_product_attention(qv, kv, vv, {}, 0.0, false, scale);
+      if (kfull < kend) mask_positions();
+      at::Tensor ob =
+          kfull < kend
+              ? at::scaled_dot_product_attention(
+                    qv, kv, vv,
+                    VisibleMask(q_pos_mask.slice(0, i0, i1), k_pos_mask, 0, kend, options, device)
+                        .unsqueeze(1),
+                    0.0, false, scale)
+              : at::scaled_dot_product_attention(qv, kv, vv, {}, 0.0, false, scale);
       out.slice(2, i0, i1).copy_(ob);
       continue;
     }
@@ -251,8 +266,10 @@ void BlockedAttention(const at::Tensor& q_in, const at::Tensor& k_in, const at::
     }
     scores.mul_(scale);
     if (kfull < kend) {
+      mask_positions();
       at::Tensor visible =
-          VisibleMask(q_pos.slice(0, i0, i1), k_pos, kfull, kend, options, device).unsqueeze(1);
+          VisibleMask(q_pos_mask.slice(0, i0, i1), k_pos_mask, kfull, kend, options, device)
+              .unsqueeze(1);
       scores.slice(3, kfull, kend)
           .masked_fill_(visible.logical_not(), -std::numeric_limits<float>::infinity());
     }
@@ -270,10 +287,11 @@ void BlockedAttention(const at::Tensor& q_in, const at::Tensor& k_in, const at::
 at::Tensor FusedAttention(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v,
                           const at::Tensor& q_pos, const at::Tensor& k_pos,
                           const AttentionOptions& options) {
-  const int64_t nq = q.size(0), hq = q.size(1), hkv = k.size(0), nk = k.size(1);
+  const int64_t nq = q.size(0), hq = q.size(1), hkv = k.size(0);
   const int64_t hd = q.size(2), group = hq / hkv;
   if (q.is_cuda()) ConfigureCudaSdpaOnce();
 #if TORCH_VERSION_MAJOR >= 2 && (TORCH_VERSION_MAJOR > 2 || TORCH_VERSION_MINOR >= 1)
+  const int64_t nk = k.size(1);
   if (options.window == 0 && !options.upcast_fp32 && nq == nk && IsDenseCausal(q_pos, k_pos)) {
     // Top-left causal alignment is right when queries and keys are the same positions.
     const at::Tensor ct = AsType(q, k.scalar_type());
