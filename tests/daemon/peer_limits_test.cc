@@ -545,6 +545,7 @@ TEST_F(CurveKeysTest, RefusedHandshakesAreLoggedOncePerInterval) {
   ASSERT_EQ(
       d.Start({"--curve-secret-key", Path("server.key"), "--curve-client-keys", Path("clients")}),
       "");
+  const auto start = Clock::now();
   {
     zmq::context_t ctx(1);
     for (int i = 0; i < 100; ++i) {
@@ -559,15 +560,20 @@ TEST_F(CurveKeysTest, RefusedHandshakesAreLoggedOncePerInterval) {
       c.Send({{"type", "ping"}});
       json h;
       EXPECT_FALSE(c.Recv(&h, 20));
+      // Keep the client until its handshake has reached the daemon's ZAP handler: closed
+      // sooner (a loaded machine), it would never be refused, only dropped.
+      const auto refused = Clock::now() + std::chrono::seconds(5);
+      while (Metric(d, "sift_auth_denied_total") < i + 1 && Clock::now() < refused) {
+        std::this_thread::sleep_for(std::chrono::milliseconds(5));
+      }
     }
   }
-  const auto end = Clock::now() + std::chrono::seconds(30);
-  while (Metric(d, "sift_auth_denied_total") < 100 && Clock::now() < end) {
-    std::this_thread::sleep_for(std::chrono::milliseconds(100));
-  }
+  const double elapsed_s = std::chrono::duration<double>(Clock::now() - start).count();
   EXPECT_GE(Metric(d, "sift_auth_denied_total"), 100);
-  EXPECT_LE(Count(d.log(), "\"auth_denied\""), 2u);
-  EXPECT_GE(Metric(d, "sift_log_suppressed_total", "event=\"auth_denied\""), 98);
+  // One line per 10 s interval (kPeerLogIntervalMs) at most: two when the loop is quick.
+  EXPECT_LE(Count(d.log(), "\"auth_denied\""), 2u + static_cast<size_t>(elapsed_s / 10.0));
+  EXPECT_GE(Metric(d, "sift_log_suppressed_total", "event=\"auth_denied\""),
+            100.0 - static_cast<double>(Count(d.log(), "\"auth_denied\"")));
   // The authorised client is still served.
   zmq::context_t ctx(1);
   sift::client::ClientOptions o;
