@@ -108,7 +108,7 @@ po::options_description BatchingOptions(DaemonOptions* o) {
       "decode rows per step of the batch loop (0 = no batching: each worker runs its request "
       "alone)")("prefill-chunk", po::value(&o->prefill_chunk)->default_value(o->prefill_chunk),
                 "prompt tokens per prefill forward (0 = the whole prompt at once; -1 = by device: "
-                "512 on the CPU, 0 on CUDA, where a chunked 32K prefill measured 46x slower)")(
+                "512 on the CPU, 0 on CUDA, where a chunked 32K prefill measured 46-90x slower)")(
       "decode-interval-ms", po::value(&o->decode_interval_ms)->default_value(o->decode_interval_ms),
       "while a request's prefill (or other stage work) runs, the decode batch gets a step at the "
       "stage's next layer once this long has passed since its last one (0 = at every layer)")(

@@ -189,7 +189,7 @@ class InProcessBackend final : public Backend {
   }
 
   // RunAlone with the operators of the stages before the decode stage and of the decode stage
-  // counted apart (both run on this thread).
+  // counted apart (the stages run on the hop executor, which adopts this thread's counter).
   RunResult RunCounted(const Prepared& p, RequestState state,
                        std::chrono::steady_clock::time_point start) {
     size_t split = p.stages.size();

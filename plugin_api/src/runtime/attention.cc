@@ -140,7 +140,6 @@ at::Tensor CpuKernelAttention(const at::Tensor& q, const at::Tensor& k, const at
 [[maybe_unused]] bool IsDenseCausal(const at::Tensor& q_pos, const at::Tensor& k_pos) {
   const int64_t n = q_pos.size(0);
   const int64_t* qp = q_pos.data_ptr<int64_t>();  // host: positions
-
   const at::Tensor kr = k_pos.dim() == 1 ? k_pos.unsqueeze(0) : k_pos;
   const int64_t* kp = kr.data_ptr<int64_t>();  // host: positions
   if (kr.size(1) != n) return false;
@@ -207,8 +206,8 @@ void BlockedAttention(const at::Tensor& q_in, const at::Tensor& k_in, const at::
   const int64_t* qp = q_pos.data_ptr<int64_t>();  // host: positions
   // Masks are built on the device from positions copied there once per call (a few hundred KB
   // at 32K keys). Built on the host, each 256-query block's [256, keys] mask went through
-  // pageable memory: 8 MB per block and layer at 32K, which made a chunked 32K prefill on an
-  // H100 take 11 s instead of 0.24 s (docs/results/gpu.md).
+  // pageable memory: 8 MB per block and layer at 32K, the cause found when a chunked 32K prefill
+  // took 11 s on an H100 against 0.24 s whole (docs/results/gpu.md, section 4).
   at::Tensor q_pos_mask, k_pos_mask;
   auto mask_positions = [&] {
     if (!k_pos_mask.defined()) {
