@@ -16,15 +16,20 @@
 #      cache (-d), -fa 1 -ngl 99 (waits up to LLAMA_WAIT_S for a llama-bench still being built)
 #   5. step 1's decode again once nothing else runs (a build may have shared the host's CPUs with
 #      steps 1-3; launch-bound decode is sensitive to that)
+#   6. streams: N concurrent streaming OpenAI clients (tools/bench/serve_bench.py; ~512-token
+#      prompts, 128 generated tokens, 2 requests per client) against siftd --device cuda (pipeline
+#      full, batching on) and against llama-server -ngl 99 -fa on --parallel N (N x 1024 context),
+#      a fresh server per level, N in SIFT_STREAMS (1,8,32): aggregate tok/s, TTFT, ITL
 # Every step has a time limit and a failed step does not stop the others. Results go to $OUT
 # (default bench-out/gpu): engine.json, engine-cudnn.json, engine-quiet.json, speed.csv,
-# llama-bench.json, llama-bench-depth.json, gpu.log; tools/bench/gpu_summary.py turns them into
+# llama-bench.json, llama-bench-depth.json, streams.jsonl, gpu.log; tools/bench/gpu_summary.py turns them into
 # docs/results/gpu/summary.json.
 #
 # Environment: SIFT_BIN (build/bin), SIFT_MODEL (models/SmolLM2-135M-Instruct.Q4_1.gguf),
 # SIFT_HAYSTACK (../shared/data/pg_essays when there), LLAMA_BENCH (path; unset: step 4 skipped),
-# LLAMA_WAIT_S (300), SIFT_PIPELINES (all eleven), SIFT_LENGTHS (8192,32768), SIFT_REPEATS (2),
-# SIFT_STEPS (engine cudnn ttft llama quiet), SIFT_DEADLINE (epoch seconds by which to stop),
+# LLAMA_WAIT_S (300), LLAMA_SERVER (path; unset: step 6 runs siftd alone), SIFT_STREAMS (1,8,32),
+# SIFT_PIPELINES (all eleven), SIFT_LENGTHS (8192,32768), SIFT_REPEATS (2),
+# SIFT_STEPS (engine cudnn ttft llama quiet streams), SIFT_DEADLINE (epoch seconds by which to stop),
 # SIFT_BATCH_ROWS (1,8,32; "" = none), SIFT_BATCH_CONTEXT (2048);
 # for a dry run on a CPU: SIFT_DEVICE (cuda), SIFT_ENGINE_LENGTHS (2048,8192,32768),
 # SIFT_ENGINE_CONTEXTS (2048,8192).
@@ -45,7 +50,8 @@ OUT="${OUT:-$ROOT/bench-out/gpu}"
 PIPELINES="${SIFT_PIPELINES:-full recent streamingllm snapkv h2o pyramidkv chunkkv chunkkv_reuse gemfilter ilre spts}"
 LENGTHS="${SIFT_LENGTHS:-8192,32768}"
 REPEATS="${SIFT_REPEATS:-2}"
-STEPS="${SIFT_STEPS:-engine cudnn ttft llama quiet}"
+STEPS="${SIFT_STEPS:-engine cudnn ttft llama quiet streams}"
+STREAMS="${SIFT_STREAMS:-1,8,32}"
 DEVICE="${SIFT_DEVICE:-cuda}"
 ENGINE_LENGTHS="${SIFT_ENGINE_LENGTHS:-2048,8192,32768}"
 ENGINE_CONTEXTS="${SIFT_ENGINE_CONTEXTS:-2048,8192}"
@@ -140,4 +146,47 @@ PY
 fi
 
 if has_step quiet; then engine engine-quiet "${ENGINE_LENGTHS%%,*}" "$ENGINE_CONTEXTS" "$BATCH_ROWS"; fi
+if has_step streams; then
+  # One server at a time on 127.0.0.1:18702; siftd's control port 18701 answers /health.
+  SPID=""
+  stop_server() { [[ -n "$SPID" ]] && kill -TERM "$SPID" 2>/dev/null && wait "$SPID" 2>/dev/null; SPID=""; }
+  wait_up() {  # URL
+    for _ in $(seq 1 900); do
+      curl -sf -o /dev/null "$1" && return 0
+      kill -0 "$SPID" 2>/dev/null || return 1
+      sleep 0.1
+    done
+    return 1
+  }
+  rm -f "$OUT/streams.jsonl"
+  IFS=, read -r -a levels <<< "$STREAMS"
+  for n in "${levels[@]}"; do
+    for server in siftd llama; do
+      (($(left) > 60)) || { log "streams: no time left for $server at $n"; continue; }
+      if [[ $server == siftd ]]; then
+        "$B/siftd" --model "$MODEL" --pipelines "$ROOT/pipelines" --plugins "$B/../plugins" \
+          --device "$DEVICE" --bind tcp://127.0.0.1:18700 --http 127.0.0.1:18701 \
+          --openai 127.0.0.1:18702 --allow-ignore-eos true --log-level warn \
+          --openai-max-connections-per-peer 256 > "$OUT/streams-server.log" 2>&1 &
+        SPID=$!; health=http://127.0.0.1:18701/health; model=full
+      else
+        [[ -x "${LLAMA_SERVER:-}" ]] || { log "streams: no llama-server (LLAMA_SERVER)"; continue; }
+        "$LLAMA_SERVER" -m "$MODEL" -ngl 99 -fa on --parallel "$n" -c $((n * 1024)) --host 127.0.0.1 \
+          --port 18702 --no-warmup > "$OUT/streams-server.log" 2>&1 &
+        SPID=$!; health=http://127.0.0.1:18702/health; model=smollm2
+      fi
+      if ! wait_up "$health"; then
+        log "streams: $server did not come up: $(tail -3 "$OUT/streams-server.log" | tr '\n' ' ')"
+        stop_server; continue
+      fi
+      log "streams: $n clients against $server"
+      timeout "$(cap 150)" python3 "$ROOT/tools/bench/serve_bench.py" --url http://127.0.0.1:18702 \
+        --server "$server" --model "$model" --clients "$n" --requests 2 --prompt-tokens 512 \
+        --max-tokens 128 --tokens-per-word 1.35 --warmup 2 --text "$HAY" --out "$OUT/streams.jsonl" \
+        > "$OUT/streams-$server-$n.txt" 2>&1
+      log "  rc=$? $(python3 -c 'import json,sys; r=[json.loads(l) for l in open(sys.argv[1])][-1]; print({k: r.get(k) for k in ("server","clients","errors","output_tok_per_s","ttft_ms_p50","itl_ms_p50")})' "$OUT/streams.jsonl" 2>&1 | tail -1)"
+      stop_server
+    done
+  done
+fi
 log "done in $(($(date +%s) - T0)) s; files: $(cd "$OUT" && ls | tr '\n' ' ')"
