@@ -52,6 +52,7 @@ LENGTHS="${SIFT_LENGTHS:-8192,32768}"
 REPEATS="${SIFT_REPEATS:-2}"
 STEPS="${SIFT_STEPS:-engine cudnn ttft llama quiet streams}"
 STREAMS="${SIFT_STREAMS:-1,8,32}"
+STREAM_SERVERS="${SIFT_STREAM_SERVERS:-siftd llama}"
 DEVICE="${SIFT_DEVICE:-cuda}"
 ENGINE_LENGTHS="${SIFT_ENGINE_LENGTHS:-2048,8192,32768}"
 ENGINE_CONTEXTS="${SIFT_ENGINE_CONTEXTS:-2048,8192}"
@@ -161,7 +162,7 @@ if has_step streams; then
   rm -f "$OUT/streams.jsonl"
   IFS=, read -r -a levels <<< "$STREAMS"
   for n in "${levels[@]}"; do
-    for server in siftd llama; do
+    for server in $STREAM_SERVERS; do
       (($(left) > 60)) || { log "streams: no time left for $server at $n"; continue; }
       if [[ $server == siftd ]]; then
         "$B/siftd" --model "$MODEL" --pipelines "$ROOT/pipelines" --plugins "$B/../plugins" \

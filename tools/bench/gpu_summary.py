@@ -6,10 +6,14 @@ Writes docs/results/gpu/summary.json from the raw files of tools/bench/gpu_side_
   DIR/engine-cudnn.json       the same with SIFT_SDPA_CUDNN=1 (optional)
   DIR/llama-bench.json        llama-bench -p 2048,8192,32768 -n 0 (same run, same GPU)
   DIR/llama-bench-depth.json  llama-bench -p 0 -n 64 -d 2048,8192
+  DIR/streams.jsonl           serve_bench.py levels against siftd and llama-server (optional)
   CSV                         sift-bench speed rows (every pipeline's TTFT at 8K and 32K)
 Per length: sift_prefill_ms, llama_prefill_ms, sift_decode_ms_per_token,
 llama_decode_ms_per_token (decode with that many tokens already in the cache), and per pipeline
-ttft_ms (the best of the repetitions) with prompt_tokens. Prints the ratios.
+ttft_ms (the best of the repetitions) with prompt_tokens. "batch": the engine's batched decode
+step per row count (tok/s of all rows, ms and operators per step). "streams": per number of
+concurrent streaming clients, siftd's and llama-server's aggregate output tok/s, TTFT and
+inter-token latency. Prints the ratios.
 """
 import argparse
 import csv
@@ -88,8 +92,26 @@ def main():
             "ttft_ms": {p: v["ttft_ms"] for p, v in ttft.get(n, {}).items()},
             "pipelines": ttft.get(n, {}),
         }
+    batch = {}
+    for b in (engine["configs"][0].get("batch_decode") or []):
+        batch[str(b["rows"])] = {"context": b["context"], "tok_s": round(b["tokens_per_s"], 1),
+                                 "ms_per_step": round(b["ms_per_step"], 2),
+                                 "ops_per_step": int(b["ops_per_step"]),
+                                 "host_reads_per_step": b["host_reads_per_step"]}
+    streams = {}
+    try:
+        with open(os.path.join(d, "streams.jsonl")) as f:
+            for line in f:
+                r = json.loads(line)
+                streams.setdefault(str(r["clients"]), {})[r["server"]] = {
+                    k: r.get(k) for k in ("output_tok_per_s", "ttft_ms_p50", "ttft_ms_p90",
+                                          "itl_ms_p50", "itl_ms_p99", "requests", "errors",
+                                          "prompt_tokens_mean", "max_tokens")}
+    except FileNotFoundError:
+        pass
     out = {"device": a.device, "torch": engine.get("torch"), "llama_cpp_build": llama_build,
-           "model": engine.get("model"), "lengths": lengths, "per_length": per_length}
+           "model": engine.get("model"), "lengths": lengths, "per_length": per_length,
+           "batch": batch, "streams": streams}
     text = json.dumps(out, indent=1) + "\n"
     if a.out == "-":
         sys.stdout.write(text)
@@ -110,6 +132,12 @@ def main():
             parts.append("TTFT speed-up vs full: " + ", ".join(
                 f"{p} {full / t:.2f}x" for p, t in sorted(row["ttft_ms"].items()) if p != "full"))
         print(" ".join(parts), file=sys.stderr)
+    for n, row in sorted(streams.items(), key=lambda kv: int(kv[0])):
+        sd, ll = row.get("siftd", {}), row.get("llama", {})
+        if sd.get("output_tok_per_s") and ll.get("output_tok_per_s"):
+            print(f"{n:>3} streams: siftd {sd['output_tok_per_s']} / llama-server "
+                  f"{ll['output_tok_per_s']} tok/s = {sd['output_tok_per_s'] / ll['output_tok_per_s']:.2f}x",
+                  file=sys.stderr)
 
 
 if __name__ == "__main__":
