@@ -319,6 +319,7 @@ Batching Daemon::StartBatching() {
     batching.engine = engine_.get();
     batching.slice_tokens = options_.prefill_chunk;
   }
+  if (options_.prefix_cache) StartPrefixCache(&batching);
   KvBudget* budget = kv_budget_.get();
   BatchEngine* engine = engine_.get();
   metrics_.DeclareGauge("sift_kv_budget_bytes",
@@ -327,6 +328,10 @@ Batching Daemon::StartBatching() {
   metrics_.DeclareGauge("sift_kv_reserved_bytes",
                         "KV-cache bytes reserved by the requests running now.",
                         [budget] { return static_cast<double>(budget->used()); });
+  metrics_.DeclareGauge("sift_kv_reserved_peak_bytes",
+                        "The most KV-cache bytes reserved at once since start (cached prompts "
+                        "included).",
+                        [budget] { return static_cast<double>(budget->peak_used()); });
   metrics_.DeclareGauge(
       "sift_kv_usage_ratio", "Reserved KV-cache bytes over the budget (0..1; for load balancers).",
       [budget] {
@@ -351,6 +356,42 @@ Batching Daemon::StartBatching() {
                        {"kv_bytes_per_token", PeakKvBytes(*model_, 1, 0)},
                        {"workers", options_.workers}});
   return batching;
+}
+
+// The prefix cache inside the KV budget: its entries are charged there, and a request that waits
+// for budget evicts them first. Its counters and gauges for /metrics.
+void Daemon::StartPrefixCache(Batching* batching) {
+  KvBudget* budget = kv_budget_.get();
+  PrefixCache::Options po;
+  po.min_tokens = options_.prefix_cache_min_tokens;
+  PrefixCache::Budget pb;
+  pb.try_charge = [budget](int64_t bytes) { return budget->TryReserveCached(bytes); };
+  pb.release = [budget](int64_t bytes) { budget->ReleaseCached(bytes); };
+  prefix_cache_ = std::make_unique<PrefixCache>(po, std::move(pb));
+  PrefixCache* cache = prefix_cache_.get();
+  budget->set_reclaimer([cache](int64_t bytes) { return cache->Reclaim(bytes); });
+  batching->prefix_cache = cache;
+  auto stat = [cache](int64_t PrefixCache::Stats::*field) {
+    return [cache, field] { return static_cast<double>(cache->stats().*field); };
+  };
+  metrics_.DeclareCounter("sift_prefix_cache_hits_total",
+                          "Prefills that started from a cached prompt prefix.",
+                          stat(&PrefixCache::Stats::hits));
+  metrics_.DeclareCounter("sift_prefix_cache_misses_total",
+                          "Prefills that found no cached prefix of at least "
+                          "--prefix-cache-min-tokens tokens.",
+                          stat(&PrefixCache::Stats::misses));
+  metrics_.DeclareCounter("sift_prefix_cache_reused_tokens_total",
+                          "Prompt tokens whose KV came from the prefix cache.",
+                          stat(&PrefixCache::Stats::reused_tokens));
+  metrics_.DeclareCounter("sift_prefix_cache_evictions_total",
+                          "Cached prompts evicted (least recently used, or for a request).",
+                          stat(&PrefixCache::Stats::evictions));
+  metrics_.DeclareGauge("sift_prefix_cache_entries", "Prompts in the prefix cache.",
+                        stat(&PrefixCache::Stats::entries));
+  metrics_.DeclareGauge("sift_prefix_cache_bytes",
+                        "KV bytes the prefix cache holds (part of sift_kv_reserved_bytes).",
+                        stat(&PrefixCache::Stats::bytes));
 }
 
 // Hands the serving objects to the Asio side (its handlers run there; post orders the writes).
@@ -535,14 +576,18 @@ void Daemon::StopOperations() {
 void Daemon::StopServing() {
   for (const char* name :
        {"sift_requests_waiting", "sift_requests_in_pipeline", "sift_kv_budget_bytes",
-        "sift_kv_reserved_bytes", "sift_kv_usage_ratio", "sift_requests_waiting_kv",
-        "sift_batch_decoding", "sift_batch_steps", "sift_batch_max_rows"}) {
+        "sift_kv_reserved_bytes", "sift_kv_reserved_peak_bytes", "sift_kv_usage_ratio",
+        "sift_requests_waiting_kv", "sift_batch_decoding", "sift_batch_steps",
+        "sift_batch_max_rows", "sift_prefix_cache_hits_total", "sift_prefix_cache_misses_total",
+        "sift_prefix_cache_reused_tokens_total", "sift_prefix_cache_evictions_total",
+        "sift_prefix_cache_entries", "sift_prefix_cache_bytes"}) {
     metrics_.DeclareGauge(name, "Detached (serving stopped).");
   }
   openai_.reset();
   front_end_.reset();
   backend_.reset();
   engine_.reset();
+  prefix_cache_.reset();
   kv_budget_.reset();
   catalog_.reset();
   model_.reset();

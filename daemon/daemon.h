@@ -39,6 +39,7 @@
 #include "daemon/request_runner.h"
 #include "sift/batch_engine.h"
 #include "sift/model.h"
+#include "sift/prefix_cache.h"
 
 namespace sift::daemon {
 
@@ -78,6 +79,7 @@ class Daemon {
   bool StartFrontEnds();
   // The batch loop (unless --max-batch 0) and the KV budget, with their /metrics gauges.
   Batching StartBatching();
+  void StartPrefixCache(Batching* batching);
   void Publish();
   void AnnounceReady();
   bool Fail();  // stops what Start started, sets exit code 1
@@ -123,6 +125,8 @@ class Daemon {
   std::shared_ptr<const Model> model_;
   std::unique_ptr<Catalog> catalog_;
   std::unique_ptr<KvBudget> kv_budget_;
+  std::unique_ptr<PrefixCache>
+      prefix_cache_;                     // charged to kv_budget_; null with --prefix-cache off
   std::unique_ptr<BatchEngine> engine_;  // null with --max-batch 0
   std::unique_ptr<CatalogBackend> backend_;
   std::unique_ptr<FrontEnd> front_end_;

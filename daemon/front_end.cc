@@ -706,6 +706,7 @@ void FrontEnd::RecordTerminal(const LiveRequest& request, const Terminal& termin
     line["ttft_ms"] = RoundMs(r.ttft_ms);
     line["queue_ms"] = RoundMs(r.queue_ms);
     line["prompt_tokens"] = r.prompt_tokens;
+    line["cached_tokens"] = r.cached_tokens;
     line["completion_tokens"] = r.completion_tokens;
     line["tokens_kept"] = r.tokens_kept;
     line["finish_reason"] = r.finish_reason;

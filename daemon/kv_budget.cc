@@ -12,26 +12,74 @@ KvBudget::Outcome KvBudget::Reserve(int64_t bytes, const std::function<bool()>& 
                                     int poll_ms) {
   if (bytes > capacity_) return Outcome::kNeverFits;
   Outcome outcome = Outcome::kReserved;
+  uint64_t ticket = 0;
   {
     MutexLock lock(mu_);
-    const uint64_t ticket = next_ticket_++;
+    ticket = next_ticket_++;
     queue_.push_back(ticket);
-    while (queue_.front() != ticket || used_ + bytes > capacity_) {
+  }
+  for (;;) {
+    int64_t missing = 0;  // > 0: at the front, short of this many bytes; ask the reclaimer
+    {
+      MutexLock lock(mu_);
+      while (queue_.front() != ticket || used_ + bytes > capacity_) {
+        if (reclaimer_ && queue_.front() == ticket && missing == 0) {
+          missing = used_ + bytes - capacity_;
+          break;
+        }
+        if (cancelled && cancelled()) {
+          outcome = Outcome::kCancelled;
+          break;
+        }
+        cv_.wait_for(mu_, std::chrono::milliseconds(poll_ms));
+        missing = 0;
+      }
+      if (missing == 0 || outcome == Outcome::kCancelled) {
+        queue_.erase(std::find(queue_.begin(), queue_.end(), ticket));
+        if (outcome == Outcome::kReserved) {
+          used_ += bytes;
+          ++holders_;
+          peak_ = std::max(peak_, used_);
+        }
+        break;
+      }
+    }
+    // Cached prompts give way, without this budget's lock (they release through ReleaseCached).
+    if (reclaimer_(missing) == 0) {
+      MutexLock lock(mu_);
       if (cancelled && cancelled()) {
+        queue_.erase(std::find(queue_.begin(), queue_.end(), ticket));
         outcome = Outcome::kCancelled;
         break;
       }
-      cv_.wait_for(mu_, std::chrono::milliseconds(poll_ms));
-    }
-    queue_.erase(std::find(queue_.begin(), queue_.end(), ticket));
-    if (outcome == Outcome::kReserved) {
-      used_ += bytes;
-      ++holders_;
-      peak_ = std::max(peak_, used_);
+      cv_.wait_for(mu_, std::chrono::milliseconds(poll_ms));  // nothing cached: wait for requests
     }
   }
   cv_.notify_all();  // the next waiter may be at the front now, and may fit as well
   return outcome;
+}
+
+bool KvBudget::TryReserveCached(int64_t bytes) {
+  MutexLock lock(mu_);
+  if (!queue_.empty() || used_ + bytes > capacity_) return false;
+  used_ += bytes;
+  cached_ += bytes;
+  peak_ = std::max(peak_, used_);
+  return true;
+}
+
+void KvBudget::ReleaseCached(int64_t bytes) {
+  {
+    MutexLock lock(mu_);
+    used_ -= bytes;
+    cached_ -= bytes;
+  }
+  cv_.notify_all();
+}
+
+int64_t KvBudget::cached() const {
+  MutexLock lock(mu_);
+  return cached_;
 }
 
 void KvBudget::Resize(int64_t from, int64_t to) {

@@ -8,7 +8,12 @@
 // on: the cache its pipeline left plus max_tokens more per layer. The difference goes back to the
 // budget, so compressed requests make room for others.
 //
-// THREADING: every method is safe from any thread; Reserve blocks the calling thread.
+// Cached prompts (sift/prefix_cache.h) are charged here too, without waiting (TryReserveCached),
+// and give way to requests: a request that does not fit asks the reclaimer (set_reclaimer) to
+// evict cached entries before it waits.
+//
+// THREADING: every method is safe from any thread; Reserve blocks the calling thread. The
+//            reclaimer is called without this budget's lock held (it may ReleaseCached).
 // ERRORS:    none thrown; Reserve reports kNeverFits and kCancelled.
 #ifndef SIFT_DAEMON_KV_BUDGET_H_
 #define SIFT_DAEMON_KV_BUDGET_H_
@@ -37,20 +42,32 @@ class KvBudget {
   // capacity; the request is already running).
   void Resize(int64_t from, int64_t to);
   void Release(int64_t bytes) { Resize(bytes, 0); }
+  // Cached prompts: holds `bytes` if they fit now and no request is waiting (never waits), and
+  // gives them back. Counted in used() and cached(), not in holders().
+  bool TryReserveCached(int64_t bytes);
+  void ReleaseCached(int64_t bytes);
+  // Called by a request at the head of the queue that does not fit, with the bytes it lacks;
+  // returns the bytes it released (siftd: PrefixCache::Reclaim). Set before any Reserve.
+  void set_reclaimer(std::function<int64_t(int64_t)> reclaimer) {
+    reclaimer_ = std::move(reclaimer);
+  }
 
   int64_t capacity() const { return capacity_; }
   int64_t used() const;
   int64_t waiting() const;    // requests blocked in Reserve
   int64_t holders() const;    // reservations held
   int64_t peak_used() const;  // the most bytes held at once so far
+  int64_t cached() const;     // bytes held by cached prompts (part of used())
 
  private:
   const int64_t capacity_;
+  std::function<int64_t(int64_t)> reclaimer_;  // set once before use
   mutable Mutex mu_;
   std::condition_variable_any cv_;
   int64_t used_ SIFT_GUARDED_BY(mu_) = 0;
   int64_t holders_ SIFT_GUARDED_BY(mu_) = 0;
   int64_t peak_ SIFT_GUARDED_BY(mu_) = 0;
+  int64_t cached_ SIFT_GUARDED_BY(mu_) = 0;
   uint64_t next_ticket_ SIFT_GUARDED_BY(mu_) = 0;
   std::deque<uint64_t> queue_ SIFT_GUARDED_BY(mu_);  // tickets of the waiters, oldest first
 };

@@ -30,6 +30,7 @@ class LocalContext final : public StageContext {
     }
   }
   int64_t slice_tokens() const override { return job_.engine != nullptr ? job_.slice_tokens : 0; }
+  PrefixCacheAccess prefix_cache() override { return {job_.prefix_cache, job_.prefix_scope}; }
 
  private:
   StageContext& inner_;

@@ -26,6 +26,7 @@
 
 #include "sift/batch_engine.h"
 #include "sift/model.h"
+#include "sift/prefix_cache.h"
 #include "sift/request_state.h"
 #include "sift/stage.h"
 
@@ -38,9 +39,11 @@ struct LocalHopJob {
   at::ThreadLocalState thread_state;  // captured on the caller's thread
   StageContext* direct = nullptr;     // the request's context; null: relay through hop messages
   StageKind kind = StageKind::kPrefill;
-  BatchEngine* engine = nullptr;    // null: no batching, the stage runs on the executor
-  BatchDecoder* decoder = nullptr;  // what a decode stage hands its request to (with engine)
-  int64_t slice_tokens = 0;         // StageContext::slice_tokens() for stages on the engine
+  BatchEngine* engine = nullptr;        // null: no batching, the stage runs on the executor
+  BatchDecoder* decoder = nullptr;      // what a decode stage hands its request to (with engine)
+  int64_t slice_tokens = 0;             // StageContext::slice_tokens() for stages on the engine
+  PrefixCache* prefix_cache = nullptr;  // StageContext::prefix_cache(), under prefix_scope
+  std::string prefix_scope;
 };
 
 // The endpoint to send local hops to (starts the host on first call).

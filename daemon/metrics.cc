@@ -92,6 +92,15 @@ void Metrics::DeclareGauge(const std::string& name, const std::string& help,
   f.read = std::move(read);
 }
 
+void Metrics::DeclareCounter(const std::string& name, const std::string& help,
+                             std::function<double()> read) {
+  std::lock_guard<std::mutex> lock(mu_);
+  Family& f = families_[name];
+  f.type = Type::kCounter;
+  f.help = help;
+  f.read = std::move(read);
+}
+
 void Metrics::DeclareHistogram(const std::string& name, const std::string& help,
                                std::vector<double> upper_bounds) {
   std::lock_guard<std::mutex> lock(mu_);

@@ -27,6 +27,9 @@ class Metrics {
   enum class Type { kCounter, kGauge, kHistogram };
 
   void DeclareCounter(const std::string& name, const std::string& help);
+  // A counter read at scrape time (no labels): `read` must never decrease.
+  void DeclareCounter(const std::string& name, const std::string& help,
+                      std::function<double()> read);
   // (Re)declares a gauge set with Set(); also detaches a scrape-time callback.
   void DeclareGauge(const std::string& name, const std::string& help);
   // A gauge read at scrape time (no labels).

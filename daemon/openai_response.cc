@@ -73,9 +73,12 @@ json OpenAiUsage(const json& final_header) {
   if (!report.is_object()) report = json::object();
   report["pipeline"] = final_header.value("pipeline", "");
   report["finish_reason"] = final_header.value("finish_reason", "");
+  const int64_t cached = usage.value("cached_tokens", int64_t{0});
+  report["cached_tokens"] = cached;
   return {{"prompt_tokens", prompt},
           {"completion_tokens", completion},
           {"total_tokens", prompt + completion},
+          {"prompt_tokens_details", {{"cached_tokens", cached}}},
           {"sift", std::move(report)}};
 }
 

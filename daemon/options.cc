@@ -115,6 +115,13 @@ po::options_description BatchingOptions(DaemonOptions* o) {
       "kv-budget", po::value(&o->kv_budget)->default_value(o->kv_budget),
       "KV-cache memory requests reserve before they run: bytes with K/M/G/T, or a percentage "
       "of the machine's memory; a request waits while its KV does not fit")(
+      "prefix-cache", po::value(&o->prefix_cache)->default_value(o->prefix_cache),
+      "keep the full KV of earlier prompts inside the KV budget (evicted least recently used, "
+      "and whenever a request needs the memory): a prompt that starts with one prefills only "
+      "the rest (docs/context-cache.md)")(
+      "prefix-cache-min-tokens",
+      po::value(&o->prefix_cache_min_tokens)->default_value(o->prefix_cache_min_tokens),
+      "prompts shorter than this are not cached, and a shorter common prefix is a miss")(
       "io-nice", po::value(&o->io_nice)->default_value(o->io_nice),
       "with batching: nice value added to every thread but the batch loop's (I/O, hop relays, "
       "workers), so per-token wake-ups do not take cores from the compute (0 = off)");
@@ -178,6 +185,7 @@ std::string Validate(DaemonOptions& o) {
     return "--decode-interval-ms must be in [0, 60000]";
   }
   if (o.io_nice < 0 || o.io_nice > 19) return "--io-nice must be in [0, 19]";
+  if (o.prefix_cache_min_tokens < 1) return "--prefix-cache-min-tokens must be >= 1";
   std::string kv_error;
   if (!ParseKvBudget(o.kv_budget, PhysicalMemoryBytes(), &o.kv_budget_bytes, &kv_error)) {
     return kv_error;

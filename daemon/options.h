@@ -44,6 +44,9 @@ struct DaemonOptions {
   int64_t decode_interval_ms = 200;  // a decode step at least this often while stages run
   std::string kv_budget = "50%";     // KV memory for admission: bytes (K/M/G/T) or % of memory
   int64_t kv_budget_bytes = 0;       // kv_budget in bytes: set by ParseOptions once it is valid
+  // The prefix cache (docs/context-cache.md): full KV of earlier prompts inside the KV budget.
+  bool prefix_cache = true;
+  int64_t prefix_cache_min_tokens = 64;  // shorter prompts are not cached, shorter matches miss
   int io_nice = 0;  // nice added to every thread but the batch loop's (thread_priority.h); 0 = off
   int heartbeat_ms = 1000;
   int rescan_ms = 1000;  // 0: rescan only on SIGHUP

@@ -57,6 +57,9 @@ Status RunLocal(const ResolvedStage& stage, Stage& instance, const Model& model,
   job.engine = local.engine;
   job.decoder = local.decoder != nullptr ? local.decoder : local.engine;
   job.slice_tokens = local.slice_tokens;
+  job.prefix_cache = local.prefix_cache;
+  // Entries are filed under the plugin generation that made them: a hot reload changes the hash.
+  job.prefix_scope = stage.plugin->id() + "#" + stage.plugin->info().content_hash;
   const LocalHopJob* handle = &job;
   std::vector<zmq::message_t> payload;
   payload.emplace_back(&handle, sizeof(handle));

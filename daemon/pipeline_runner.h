@@ -29,6 +29,7 @@
 #include "daemon/hop_client.h"
 #include "daemon/pipeline_config.h"
 #include "sift/batch_engine.h"
+#include "sift/prefix_cache.h"
 #include "sift/stage.h"
 
 namespace sift::daemon {
@@ -42,6 +43,7 @@ struct LocalExecution {
   BatchEngine* engine = nullptr;
   BatchDecoder* decoder = nullptr;
   int64_t slice_tokens = 0;
+  PrefixCache* prefix_cache = nullptr;  // offered to in-process stages (StageContext::prefix_cache)
 };
 
 // How remote stages are reached: liveness limits, and CURVE keys (this daemon's key pair and the

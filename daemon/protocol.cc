@@ -470,6 +470,7 @@ json FinalHeader(const std::string& id, const std::string& pipeline, const Final
           {"finish_reason", r.finish_reason},
           {"usage",
            {{"prompt_tokens", r.prompt_tokens},
+            {"cached_tokens", r.cached_tokens},
             {"completion_tokens", r.completion_tokens},
             {"total_tokens", r.prompt_tokens + r.completion_tokens}}},
           {"stats", stats}};

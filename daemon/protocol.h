@@ -125,6 +125,7 @@ struct FinalReport {
   std::string finish_reason;  // stop, length, context_full, cancelled
   int64_t prompt_tokens = 0;
   int64_t completion_tokens = 0;
+  int64_t cached_tokens = 0;  // prompt tokens whose KV came from the prefix cache
   int64_t tokens_before = 0;  // prompt tokens entering the pipeline
   int64_t tokens_kept = 0;    // KV entries kept per layer and head (mean) after compression
   int64_t kv_bytes = 0;

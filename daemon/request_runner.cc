@@ -33,6 +33,7 @@ FinalReport MakeReport(const LiveRequest& request, const RequestState& state,
   r.finish_reason = FinishReasonName(state.result.finish);
   if (clamped && state.result.finish == FinishReason::kLength) r.finish_reason = "context_full";
   r.prompt_tokens = state.prompt_length;
+  r.cached_tokens = state.cached_tokens;
   r.completion_tokens = state.result.tokens.empty()
                             ? context.tokens_emitted()
                             : static_cast<int64_t>(state.result.tokens.size());
@@ -183,6 +184,7 @@ void CatalogBackend::Execute(const std::shared_ptr<LiveRequest>& request, ReplyS
   std::optional<ReservingDecoder> decoder;
   LocalExecution local;
   local.direct = true;
+  local.prefix_cache = batching_.prefix_cache;
   if (batching_.engine != nullptr) {
     local.engine = batching_.engine;
     local.slice_tokens = batching_.slice_tokens;

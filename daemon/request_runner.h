@@ -35,6 +35,7 @@
 #include "daemon/request_builder.h"
 #include "sift/batch_engine.h"
 #include "sift/model.h"
+#include "sift/prefix_cache.h"
 
 namespace sift::daemon {
 
@@ -43,6 +44,7 @@ struct Batching {
   BatchEngine* engine = nullptr;  // null: each request decodes on its own worker (--max-batch 0)
   KvBudget* budget = nullptr;     // null: no admission by KV memory
   int64_t slice_tokens = 0;       // prompt tokens per prefill slice between decode steps
+  PrefixCache* prefix_cache = nullptr;  // null: no prefix cache (--prefix-cache off)
 };
 
 // KV bytes a request reserves at admission: the whole prompt plus max_tokens, every layer.

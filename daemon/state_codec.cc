@@ -250,6 +250,7 @@ EncodedState EncodeState(const RequestState& s) {
 
   h["cache"] = EncodeCache(s.cache.get(), enc);
   h["next_position"] = s.next_position;
+  h["cached_tokens"] = s.cached_tokens;
   h["last_logits"] = enc.Tensor(s.last_logits);
   json stats = json::array();
   for (const auto& [layer, st] : s.layer_stats) {
@@ -312,6 +313,8 @@ void DecodeState(const json& h, const std::vector<FrameView>& frames, const at::
 
   s.cache = DecodeCache(Field(h, "cache", ""), dec);
   s.next_position = Get<int64_t>(h, "next_position", "");
+  // Absent from older workers' replies.
+  s.cached_tokens = h.contains("cached_tokens") ? Get<int64_t>(h, "cached_tokens", "") : 0;
   s.last_logits = dec.Tensor(Field(h, "last_logits", ""), "last_logits");
   for (const json& e : Field(h, "layer_stats", "")) {
     const int64_t layer = Get<int64_t>(e, "layer", "layer_stats[]");

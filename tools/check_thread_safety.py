@@ -21,6 +21,7 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 # Files whose shared state is annotated; add a file here when its locks carry annotations.
 ANNOTATED = [
     "plugin_api/src/runtime/batch_engine.cc",
+    "plugin_api/src/runtime/prefix_cache.cc",
     "daemon/kv_budget.cc",
     "daemon/scheduler.cc",
 ]

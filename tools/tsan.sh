@@ -3,7 +3,8 @@
 # folder (build-tsan/, the normal build is untouched) and runs the suites of the concurrent
 # parts, one binary at a time: test_daemon_unit (the front end and scheduler), test_batch_engine,
 # test_daemon_batching (continuous batching through the real siftd), test_daemon_model (siftd's
-# own tests) and test_daemon_peer_limits. The siftd processes those tests start are the TSan
+# own tests), test_daemon_peer_limits and test_daemon_context_cache (the prefix cache shared by
+# concurrent requests). The siftd processes those tests start are the TSan
 # build too, so a race in the daemon is reported from the daemon.
 #
 # usage: bash tools/tsan.sh [--build DIR] [--jobs N] [--tests FILTER] [--quick] [--keep-going]
@@ -57,7 +58,7 @@ if [[ ! -f "$BUILD/build.ninja" ]]; then
 fi
 # The suites and what they start (siftd, sift, the plugins: their add_dependencies).
 TARGETS=(test_daemon_unit test_batch_engine test_daemon_batching test_daemon_model
-         test_daemon_peer_limits)
+         test_daemon_peer_limits test_daemon_context_cache)
 ((QUICK)) && TARGETS=(test_daemon_unit test_daemon_batching)
 log "building ${TARGETS[*]} in $BUILD (-fsanitize=thread, $JOBS jobs)"
 cmake --build "$BUILD" -j "$JOBS" --target "${TARGETS[@]}"

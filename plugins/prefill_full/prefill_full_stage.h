@@ -1,6 +1,6 @@
 // PrefillFullStage: the standard prefill, every prompt token through every layer.
 //
-// Builds a fresh KV cache (state.cache) from state.tokens at positions 0..n-1, collects the
+// Builds the KV cache (state.cache) of state.tokens at positions 0..n-1, collects the
 // attention statistics that the pipeline's later stages asked for in state.plan.stats (merged
 // across chunks so that chunked and unchunked prefill give the same statistics), and hands them
 // over with last_logits (RequestState::AdoptPrefill: next_position = n, kept indices dropped).
@@ -12,6 +12,15 @@
 //                                       none (request: 0 or >= 64)
 //   block_size  int in [1, 65536], 256  attention query block size (memory vs speed)
 //                                       (request: >= 64)
+//   prefix_cache  bool, default true    use the host's prefix cache (StageContext::
+//                                       prefix_cache()): start from the KV of the longest cached
+//                                       prefix of the prompt and prefill only the rest, then
+//                                       store this prompt's KV for later requests
+//
+// What may be reused (docs/context-cache.md): at most n - 1 tokens (the last token's logits are
+// computed) and no row a later stage's statistics read (a window's rows: SnapKV, PyramidKV,
+// ChunkKV); a plan asking for column sums over every row (H2O) reuses nothing.
+// state.cached_tokens says how many prompt tokens came from the cache.
 //
 // Before every layer of every chunk (but the first) it calls context.Yield(), so siftd runs the
 // other requests' decode steps there, and checks cancellation; progress is reported per layer as
@@ -37,6 +46,7 @@ class PrefillFullStage : public Stage {
  private:
   int64_t chunk_size_;
   int64_t block_size_;
+  bool prefix_cache_;
 };
 
 }  // namespace sift::plugins

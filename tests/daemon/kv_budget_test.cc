@@ -1,5 +1,6 @@
 // KvBudget (daemon/kv_budget.h): reservations, first-come-first-served waiting, refusal of what
-// can never fit, cancellation while waiting, and the --kv-budget syntax.
+// can never fit, cancellation while waiting, cached prompts giving way to requests, and the
+// --kv-budget syntax.
 #include "daemon/kv_budget.h"
 
 #include <gtest/gtest.h>
@@ -91,6 +92,49 @@ TEST(KvBudget, CancelledWaiterLeavesTheQueue) {
   waiter.join();
   EXPECT_EQ(budget.waiting(), 0);
   EXPECT_EQ(budget.used(), 100);
+}
+
+TEST(KvBudget, CachedBytesGiveWayToRequests) {
+  KvBudget budget(100);
+  std::atomic<int64_t> cached{0};
+  std::atomic<int> reclaims{0};
+  // What the prefix cache does: evicts whole entries of 30 bytes until enough is released.
+  budget.set_reclaimer([&](int64_t missing) -> int64_t {
+    ++reclaims;
+    int64_t released = 0;
+    while (released < missing && cached.load() > 0) {
+      budget.ReleaseCached(30);
+      cached -= 30;
+      released += 30;
+    }
+    return released;
+  });
+  for (int i = 0; i < 3; ++i) {
+    ASSERT_TRUE(budget.TryReserveCached(30));
+    cached += 30;
+  }
+  EXPECT_FALSE(budget.TryReserveCached(30));  // only 10 left
+  EXPECT_EQ(budget.used(), 90);
+  EXPECT_EQ(budget.cached(), 90);
+  EXPECT_EQ(budget.holders(), 0);
+  // A request for 50 evicts two entries (60 bytes) and runs at once.
+  EXPECT_EQ(budget.Reserve(50, nullptr), KvBudget::Outcome::kReserved);
+  EXPECT_EQ(budget.cached(), 30);
+  EXPECT_EQ(budget.used(), 80);
+  EXPECT_GE(reclaims.load(), 1);
+  // With a request waiting, nothing new is cached, even where it would fit.
+  std::atomic<bool> done{false};
+  std::thread waiter([&] {
+    EXPECT_EQ(budget.Reserve(80, nullptr), KvBudget::Outcome::kReserved);
+    done = true;
+  });
+  while (budget.waiting() == 0 && !done) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  if (!done) EXPECT_FALSE(budget.TryReserveCached(10));
+  budget.Release(50);  // the first request ends (the waiter has evicted the last entry)
+  waiter.join();
+  EXPECT_EQ(budget.cached(), 0);
+  EXPECT_EQ(budget.used(), 80);
+  EXPECT_LE(budget.peak_used(), 100);
 }
 
 TEST(KvBudget, ParsesSizesAndPercentages) {

@@ -59,6 +59,23 @@ TEST(OptionsTest, PrefillChunkDefaultsByDevice) {
   EXPECT_EQ(cpu.prefill_chunk, 512);
 }
 
+TEST(OptionsTest, PrefixCacheIsOnByDefaultAndItsMinimumIsChecked) {
+  DaemonOptions o;
+  std::string message;
+  ASSERT_EQ(Parse({}, &o, &message), ParseResult::kRun) << message;
+  EXPECT_TRUE(o.prefix_cache);
+  EXPECT_EQ(o.prefix_cache_min_tokens, 64);
+  DaemonOptions off;
+  ASSERT_EQ(Parse({"--prefix-cache", "off", "--prefix-cache-min-tokens", "256"}, &off, &message),
+            ParseResult::kRun)
+      << message;
+  EXPECT_FALSE(off.prefix_cache);
+  EXPECT_EQ(off.prefix_cache_min_tokens, 256);
+  DaemonOptions bad;
+  EXPECT_EQ(Parse({"--prefix-cache-min-tokens", "0"}, &bad, &message), ParseResult::kError);
+  EXPECT_NE(message.find("--prefix-cache-min-tokens"), std::string::npos) << message;
+}
+
 TEST(OptionsTest, BatchingOptionsAreRangeChecked) {
   DaemonOptions o;
   std::string message;

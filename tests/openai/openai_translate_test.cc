@@ -221,7 +221,11 @@ json Final() {
           {"pipeline", "recent"},
           {"text", "Blue."},
           {"finish_reason", "context_full"},
-          {"usage", {{"prompt_tokens", 10}, {"completion_tokens", 2}, {"total_tokens", 12}}},
+          {"usage",
+           {{"prompt_tokens", 10},
+            {"cached_tokens", 6},
+            {"completion_tokens", 2},
+            {"total_tokens", 12}}},
           {"stats",
            {{"ttft_ms", 12.5},
             {"tokens_kept", 8},
@@ -254,6 +258,9 @@ TEST(OpenAiResponseTest, ChatCompletionBody) {
   EXPECT_EQ(body["usage"]["prompt_tokens"], 10);
   EXPECT_EQ(body["usage"]["completion_tokens"], 2);
   EXPECT_EQ(body["usage"]["total_tokens"], 12);
+  // OpenAI's own field for prompt tokens served from a cache, and sift's report.
+  EXPECT_EQ(body["usage"]["prompt_tokens_details"]["cached_tokens"], 6);
+  EXPECT_EQ(body["usage"]["sift"]["cached_tokens"], 6);
   EXPECT_EQ(body["usage"]["sift"]["ttft_ms"], 12.5);
   EXPECT_EQ(body["usage"]["sift"]["tokens_kept"], 8);
   EXPECT_EQ(body["usage"]["sift"]["kv_bytes"], 1000);

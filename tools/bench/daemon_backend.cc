@@ -106,6 +106,9 @@ class DaemonBackend final : public Backend {
     // Benchmarks decode fixed counts (ignore_eos) of any length: siftd's limits for untrusted
     // clients do not apply to its own benchmark.
     args.insert(args.end(), {"--allow-ignore-eos", "true", "--max-tokens-limit", "1048576"});
+    // Every measured request prefills its whole prompt: repetitions of one prompt must not be
+    // served from the prefix cache.
+    args.insert(args.end(), {"--prefix-cache", "false"});
     args.insert(args.end(), options_.extra_args.begin(), options_.extra_args.end());
     pid_ = ::fork();
     if (pid_ < 0) throw Error("fork failed");

@@ -47,6 +47,11 @@ class KvCache {
   // A deep copy: the same shape, headroom, entries and positions in storage of its own (sized
   // like Set: the live entries plus headroom).
   KvCache Clone() const;
+  // A deep copy of the first `entries` entries of every layer (each layer must hold at least
+  // that many; throws sift::Error otherwise) whose headroom is `headroom`: storage for exactly
+  // that many more. For a cached prompt prefix (sift/prefix_cache.h): a full-KV cache holds
+  // entry i of every layer for prompt token i.
+  KvCache ClonePrefix(int64_t entries, int64_t headroom) const;
 
   const KvCacheShape& shape() const { return shape_; }
   int64_t num_layers() const { return shape_.num_layers; }

@@ -25,6 +25,14 @@
 namespace sift {
 
 class BatchDecoder;  // sift/batch_engine.h
+class PrefixCache;   // sift/prefix_cache.h
+
+// The host's cache of prefilled prompts as one stage may use it: the cache, and the scope the
+// stage files its entries under (its plugin, version and file hash). cache null: none.
+struct PrefixCacheAccess {
+  PrefixCache* cache = nullptr;
+  std::string scope;
+};
 
 // Services the daemon offers a running stage.
 class StageContext {
@@ -51,6 +59,10 @@ class StageContext {
   // The slice, in prompt tokens, the host asks long stages to work in between Yield() calls
   // (0: no preference, work in one piece).
   virtual int64_t slice_tokens() const { return 0; }
+  // The host's prefix cache (siftd's, for stages it runs in process; none on a remote worker):
+  // a prefill of the whole prompt from position 0 may start from a cached prefix's KV and store
+  // its own (docs/context-cache.md). Default: none.
+  virtual PrefixCacheAccess prefix_cache() { return {}; }
 };
 
 class Stage {

@@ -30,6 +30,26 @@ KvCache KvCache::Clone() const {
   return c;
 }
 
+KvCache KvCache::ClonePrefix(int64_t entries, int64_t headroom) const {
+  KvCache c(shape_);
+  c.headroom_ = std::max<int64_t>(0, headroom);
+  if (entries <= 0) return c;
+  for (int64_t l = 0; l < num_layers(); ++l) {
+    const Layer& from = layers_[l];
+    if (from.size < entries) {
+      throw Error("KvCache::ClonePrefix: layer " + std::to_string(l) + " holds " +
+                  std::to_string(from.size) + " entries, fewer than " + std::to_string(entries));
+    }
+    Layer& to = c.layers_[l];
+    c.Grow(to, entries);
+    to.k.narrow(1, 0, entries).copy_(from.k.narrow(1, 0, entries));
+    to.v.narrow(1, 0, entries).copy_(from.v.narrow(1, 0, entries));
+    to.pos.narrow(1, 0, entries).copy_(from.pos.narrow(1, 0, entries));
+    to.size = entries;
+  }
+  return c;
+}
+
 void KvCache::Grow(Layer& layer, int64_t min_capacity) {
   int64_t capacity = std::max<int64_t>({min_capacity + headroom_, 2 * layer.capacity(), 64});
   auto opts = at::TensorOptions().dtype(shape_.dtype).device(shape_.device);

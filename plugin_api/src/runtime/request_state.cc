@@ -30,6 +30,7 @@ RequestState RequestState::Clone() const {
   c.next_position = next_position;
   c.last_logits = sift::Clone(last_logits);
   for (const auto& [layer, s] : layer_stats) c.layer_stats[layer] = sift::Clone(s);
+  c.cached_tokens = cached_tokens;
   for (const auto& [layer, t] : kept_indices) c.kept_indices[layer] = sift::Clone(t);
   c.plan = plan;
   c.result = result;
@@ -42,6 +43,7 @@ void RequestState::DropProducts() {
   next_position = 0;
   last_logits = at::Tensor();
   layer_stats.clear();
+  cached_tokens = 0;
   kept_indices.clear();
 }
 
@@ -59,6 +61,7 @@ void RequestState::AdoptPrefill(std::unique_ptr<KvCache> new_cache, at::Tensor n
   last_logits = std::move(new_last_logits);
   next_position = n;
   layer_stats = std::move(new_layer_stats);
+  cached_tokens = 0;
   kept_indices.clear();
   if (prompt_length == 0) prompt_length = n;
 }
@@ -77,6 +80,7 @@ void RequestState::AdoptProducts(RequestState&& from) {
   next_position = from.next_position;
   last_logits = std::move(from.last_logits);
   layer_stats = std::move(from.layer_stats);
+  cached_tokens = from.cached_tokens;
   kept_indices = std::move(from.kept_indices);
   result = std::move(from.result);
 }

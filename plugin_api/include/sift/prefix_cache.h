@@ -1,0 +1,111 @@
+// PrefixCache: the full KV of earlier prompts, kept across requests so that a prompt starting
+// with one of them prefills only the rest (automatic prefix reuse, as llama-server's
+// cache_prompt and vLLM's prefix caching do).
+//
+// An entry is the uncompressed KV of a token sequence prefilled from position 0, filed under a
+// scope: the producing stage's plugin, version and file hash, so that another stage's entries,
+// or those of an older generation of a hot-reloaded plugin, are never served. Lookup finds the
+// entry with the longest common token prefix in the scope and returns a deep copy of that many
+// entries, which the request owns and extends; entries themselves are never written. Insert
+// stores a deep copy and drops every entry of the same plugin made by another generation, and
+// every entry of its scope that the new one shares at least half of (the new one serves that
+// prefix: one entry per document or conversation, not one per question).
+//
+// Memory: each entry's bytes are charged to a budget through `Budget` (siftd: its KvBudget, so
+// the cache never takes the daemon past --kv-budget). An entry is stored only if its bytes can
+// be charged at once, after evicting least-recently-used entries; Reclaim() evicts for a request
+// that waits for budget, so cached prompts never keep a request out.
+//
+// THREADING: every method is safe from any thread. The copies are made outside the lock (an
+//            entry being copied stays alive through its shared_ptr; its bytes may already be
+//            released to the budget while the copy finishes).
+// ERRORS:    Lookup and Insert throw what LibTorch throws when a copy cannot be allocated (an
+//            Insert that throws stores nothing and charges nothing); nothing else throws.
+#ifndef SIFT_PREFIX_CACHE_H_
+#define SIFT_PREFIX_CACHE_H_
+
+#include <cstdint>
+#include <functional>
+#include <list>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "sift/kv_cache.h"
+#include "sift/thread_annotations.h"
+#include "sift/tokenizer.h"
+
+namespace sift {
+
+class PrefixCache {
+ public:
+  // Where entry bytes are charged. Unset functions: no external budget (max_bytes alone).
+  struct Budget {
+    std::function<bool(int64_t)> try_charge;  // takes `bytes` if they fit now; false otherwise
+    std::function<void(int64_t)> release;     // gives bytes back
+  };
+  struct Options {
+    int64_t min_tokens = 64;  // shorter prompts are not stored, shorter matches are misses
+    int64_t max_bytes = 0;    // 0: no limit of the cache's own (the budget's alone)
+  };
+  struct Stats {
+    int64_t hits = 0, misses = 0;  // lookups that reused >= min_tokens, and the others
+    int64_t reused_tokens = 0;     // prompt tokens served from entries, over all hits
+    int64_t inserts = 0, evictions = 0, skipped = 0;  // skipped: no budget for the entry
+    int64_t entries = 0, bytes = 0;
+  };
+  struct Hit {
+    KvCache cache;       // entries [0, tokens) of every layer, storage for the rest of the prompt
+                         // and `extra` more
+    int64_t tokens = 0;  // how many prompt tokens it covers
+  };
+
+  PrefixCache(Options options, Budget budget);
+  ~PrefixCache();  // releases every entry's bytes
+  PrefixCache(const PrefixCache&) = delete;
+  PrefixCache& operator=(const PrefixCache&) = delete;
+
+  // The longest cached prefix of `tokens` in `scope`, at most `max_tokens` long, copied with
+  // storage (and headroom) for the rest of `tokens` and `extra` more entries (a decode budget);
+  // nullopt (a miss) when none reaches min_tokens.
+  std::optional<Hit> Lookup(const std::string& scope, const std::vector<TokenId>& tokens,
+                            int64_t max_tokens, int64_t extra);
+  // Stores a copy of `cache`, the full KV of `tokens` (every layer holds tokens.size() entries in
+  // prompt order), unless it is shorter than min_tokens, already covered by an entry, or its
+  // bytes cannot be charged. Returns whether it was stored.
+  bool Insert(const std::string& scope, const std::vector<TokenId>& tokens, const KvCache& cache);
+  // Evicts least-recently-used entries until `bytes` were released or none is left; returns the
+  // bytes released.
+  int64_t Reclaim(int64_t bytes);
+  void Clear();
+
+  Stats stats() const;
+
+ private:
+  struct Entry {
+    std::string scope;
+    std::vector<TokenId> tokens;
+    KvCache cache;
+    int64_t bytes = 0;
+  };
+  using EntryList = std::list<std::shared_ptr<const Entry>>;  // most recently used first
+
+  // Drops `it` and gives its bytes back; returns the next element.
+  EntryList::iterator Drop(EntryList::iterator it) SIFT_REQUIRES(mu_);
+  bool Charge(int64_t bytes) SIFT_REQUIRES(mu_);  // evicts LRU entries until the bytes fit
+
+  const Options options_;
+  const Budget budget_;
+  mutable Mutex mu_;
+  EntryList entries_ SIFT_GUARDED_BY(mu_);
+  Stats stats_ SIFT_GUARDED_BY(mu_);
+};
+
+// The plugin part of a scope ("prefill_full@1.2.0#<hash>" -> "prefill_full"): entries of one
+// plugin under another scope are an older (or newer) generation of it.
+std::string PrefixCachePlugin(const std::string& scope);
+
+}  // namespace sift
+
+#endif  // SIFT_PREFIX_CACHE_H_

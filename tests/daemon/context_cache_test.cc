@@ -1,0 +1,285 @@
+// The prefix cache (issue 26) through the real siftd (model from $SIFT_MODEL, this build's
+// plugins, fp32 so that "the same answer" means identical): a second question about one
+// document reuses the document's KV and answers exactly as a daemon without the cache does; the
+// query-aware selections reuse all but their observation window, H2O (column sums over every
+// row) nothing; concurrent requests share one cached prefix; a small KV budget evicts instead of
+// growing; a hot-reloaded prefill plugin never serves its old generation's entries; a request
+// cancelled after its reuse leaves the cache serving.
+#include <signal.h>
+
+#include <chrono>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <regex>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include <gtest/gtest.h>
+
+#include "client.h"
+#include "support/http_get.h"
+#include "support/siftd_process.h"
+#include "support/temp_dir.h"
+
+namespace {
+
+namespace fs = std::filesystem;
+using json = nlohmann::json;
+using Clock = std::chrono::steady_clock;
+using Daemon = sift::testing::SiftdProcess;
+using sift::client::SiftClient;
+using sift::testing::HttpGet;
+using sift::testing::MetricValue;
+
+// A document of about 700 tokens: a ledger of deliveries, one fact per sentence. Another ship
+// gives another document from its first sentence on.
+std::string Document(const std::string& ship = "Marlow") {
+  std::string text = "The " + ship + " harbour ledger for the week of the storm:\n";
+  const char* goods[] = {"barrels of salt", "crates of apples", "bolts of wool", "sacks of flour",
+                         "coils of rope"};
+  for (int day = 1; day <= 28; ++day) {
+    text += "On day " + std::to_string(day) + " the ship " + ship + " unloaded " +
+            std::to_string(3 + (day * 7) % 40) + " " + goods[day % 5] + " at pier " +
+            std::to_string(1 + day % 6) + ". ";
+  }
+  return text;
+}
+
+json Question(const std::string& question, const std::string& ship = "Marlow") {
+  return json::array(
+      {{{"role", "user"}, {"content", Document(ship) + "\n\nQuestion: " + question}}});
+}
+
+int counter = 0;
+
+// One greedy, unstreamed request; the `final` or `error` reply ({"type": "timeout"} after 120 s).
+json Ask(const Daemon& d, const std::string& pipeline, const json& messages, int max_tokens = 12) {
+  zmq::context_t ctx(1);
+  sift::client::ClientOptions o;
+  o.endpoint = d.endpoint();
+  SiftClient c(ctx, o);
+  const std::string id = pipeline + "-" + std::to_string(++counter);
+  c.Send({{"type", "generate"},
+          {"id", id},
+          {"pipeline", pipeline},
+          {"messages", messages},
+          {"sampling", {{"temperature", 0}}},
+          {"max_tokens", max_tokens},
+          {"stream", false}});
+  const auto end = Clock::now() + std::chrono::seconds(120);
+  json h;
+  while (Clock::now() < end) {
+    if (!c.Recv(&h, 100) || h.value("id", json()) != id) continue;
+    if (h["type"] == "final" || h["type"] == "error") return h;
+  }
+  return {{"type", "timeout"}};
+}
+
+int64_t Cached(const json& final) {
+  return final.contains("usage") ? final["usage"].value("cached_tokens", int64_t{-1}) : -1;
+}
+
+double Metric(const Daemon& d, const std::string& name) {
+  return MetricValue(HttpGet(d.http(), "/metrics"), name);
+}
+
+const char* kQuestions[] = {
+    "What did the Marlow unload on day 9?", "At which pier did the Marlow unload on day 14?",
+    "How many crates of apples came on day 21?", "What came on the last day of the ledger?"};
+
+class ContextCacheTest : public ::testing::Test {
+ protected:
+  static void SetUpTestSuite() {
+    if (std::getenv("SIFT_MODEL") == nullptr) return;
+    cached_ = new Daemon();
+    fresh_ = new Daemon();
+    const std::vector<std::string> flags = {"--dtype", "fp32", "--n-ctx", "2048"};
+    std::vector<std::string> off = flags;
+    off.insert(off.end(), {"--prefix-cache", "false"});
+    start_error_ = cached_->Start(flags) + fresh_->Start(off);
+  }
+  static void TearDownTestSuite() {
+    delete cached_;
+    delete fresh_;
+    cached_ = fresh_ = nullptr;
+  }
+  void SetUp() override {
+    if (std::getenv("SIFT_MODEL") == nullptr) GTEST_SKIP() << "SIFT_MODEL not set";
+    ASSERT_EQ(start_error_, "");
+  }
+
+  static inline Daemon* cached_ = nullptr;  // --prefix-cache on (the default)
+  static inline Daemon* fresh_ = nullptr;   // --prefix-cache false: every prompt prefilled whole
+  static inline std::string start_error_;
+};
+
+TEST_F(ContextCacheTest, ASecondQuestionReusesTheDocumentAndAnswersAsAFreshDaemon) {
+  const double hits = Metric(*cached_, "sift_prefix_cache_hits_total");
+  const double reused = Metric(*cached_, "sift_prefix_cache_reused_tokens_total");
+  const json first = Ask(*cached_, "full", Question(kQuestions[0]));
+  ASSERT_EQ(first["type"], "final") << first.dump();
+  const json second = Ask(*cached_, "full", Question(kQuestions[1]));
+  ASSERT_EQ(second["type"], "final") << second.dump();
+  const int64_t prompt = second["usage"]["prompt_tokens"];
+  ASSERT_GT(prompt, 600);
+  // Everything up to the question came from the cache (the document and the template before it).
+  EXPECT_GT(Cached(second), prompt - 30) << second.dump();
+  EXPECT_LT(Cached(second), prompt);
+  EXPECT_EQ(Metric(*cached_, "sift_prefix_cache_hits_total"), hits + 1);
+  EXPECT_EQ(Metric(*cached_, "sift_prefix_cache_reused_tokens_total"),
+            reused + static_cast<double>(Cached(second)));
+  EXPECT_GT(Metric(*cached_, "sift_prefix_cache_bytes"), 0);
+  EXPECT_LE(Metric(*cached_, "sift_kv_reserved_bytes"), Metric(*cached_, "sift_kv_budget_bytes"));
+  const json reference = Ask(*fresh_, "full", Question(kQuestions[1]));
+  ASSERT_EQ(reference["type"], "final");
+  EXPECT_EQ(Cached(reference), 0);
+  EXPECT_EQ(second["text"], reference["text"]);
+  // The same question again: all but the last prompt token.
+  const json again = Ask(*cached_, "full", Question(kQuestions[1]));
+  EXPECT_EQ(Cached(again), prompt - 1);
+  EXPECT_EQ(again["text"], reference["text"]);
+}
+
+TEST_F(ContextCacheTest, SelectionReusesAllButItsWindowAndH2oNothing) {
+  ASSERT_EQ(Ask(*cached_, "full", Question(kQuestions[2]))["type"], "final");
+  // snapkv shares prefill_full's entries; its 32-query window is prefilled for its statistics.
+  const json snap = Ask(*cached_, "snapkv", Question(kQuestions[3]));
+  ASSERT_EQ(snap["type"], "final") << snap.dump();
+  const int64_t prompt = snap["usage"]["prompt_tokens"];
+  EXPECT_GT(Cached(snap), prompt - 64);
+  EXPECT_LE(Cached(snap), prompt - 32);
+  const json snap_ref = Ask(*fresh_, "snapkv", Question(kQuestions[3]));
+  EXPECT_EQ(snap["text"], snap_ref["text"]);
+  EXPECT_EQ(snap["stats"]["tokens_kept"], snap_ref["stats"]["tokens_kept"]);
+  // H2O sums attention over every query row: nothing can come from the cache.
+  const json h2o = Ask(*cached_, "h2o", Question(kQuestions[3]));
+  ASSERT_EQ(h2o["type"], "final") << h2o.dump();
+  EXPECT_EQ(Cached(h2o), 0);
+  EXPECT_EQ(h2o["text"], Ask(*fresh_, "h2o", Question(kQuestions[3]))["text"]);
+}
+
+TEST_F(ContextCacheTest, ConcurrentRequestsShareOneCachedPrefix) {
+  ASSERT_EQ(Ask(*cached_, "full", Question(kQuestions[0]))["type"], "final");
+  std::vector<json> answers(4);
+  std::vector<std::thread> threads;
+  for (int i = 0; i < 4; ++i) {
+    threads.emplace_back([&, i] { answers[i] = Ask(*cached_, "full", Question(kQuestions[i])); });
+  }
+  for (auto& t : threads) t.join();
+  for (int i = 0; i < 4; ++i) {
+    SCOPED_TRACE(kQuestions[i]);
+    ASSERT_EQ(answers[i]["type"], "final") << answers[i].dump();
+    EXPECT_GT(Cached(answers[i]), 600);
+    EXPECT_EQ(answers[i]["text"], Ask(*fresh_, "full", Question(kQuestions[i]))["text"]);
+  }
+}
+
+TEST_F(ContextCacheTest, ACancelledRequestLeavesTheCacheServing) {
+  ASSERT_EQ(Ask(*cached_, "full", Question(kQuestions[0]))["type"], "final");
+  zmq::context_t ctx(1);
+  sift::client::ClientOptions o;
+  o.endpoint = cached_->endpoint();
+  SiftClient c(ctx, o);
+  c.Send({{"type", "generate"},
+          {"id", "cancelled"},
+          {"pipeline", "full"},
+          {"messages", Question(kQuestions[2])},
+          {"max_tokens", 200},
+          {"ignore_eos", true}});
+  json h;
+  while (c.Recv(&h, 30000) && h["type"] != "chunk") {
+  }
+  ASSERT_EQ(h["type"], "chunk");
+  c.Send({{"type", "cancel"}, {"id", "cancelled"}});
+  while (c.Recv(&h, 30000) && h["type"] != "error" && h["type"] != "final") {
+  }
+  EXPECT_EQ(h.value("code", ""), "CANCELLED") << h.dump();
+  const json after = Ask(*cached_, "full", Question(kQuestions[1]));
+  EXPECT_GT(Cached(after), 600);
+  EXPECT_EQ(after["text"], Ask(*fresh_, "full", Question(kQuestions[1]))["text"]);
+}
+
+// Bytes of one token's KV on this daemon, from its start-up log line.
+int64_t KvBytesPerToken(const Daemon& d) {
+  std::smatch m;
+  const std::string log = d.log();
+  if (!std::regex_search(log, m, std::regex("\"kv_bytes_per_token\":([0-9]+)"))) return 0;
+  return std::stoll(m[1]);
+}
+
+TEST(ContextCacheBudgetTest, ASmallBudgetEvictsInsteadOfGrowing) {
+  if (std::getenv("SIFT_MODEL") == nullptr) GTEST_SKIP() << "SIFT_MODEL not set";
+  Daemon probe;
+  ASSERT_EQ(probe.Start({"--dtype", "fp32", "--n-ctx", "2048"}), "");
+  const int64_t per_token = KvBytesPerToken(probe);
+  ASSERT_GT(per_token, 0) << probe.log();
+  probe.Stop();
+  // Room for one running request of ~720 tokens and one cached document, not for two documents
+  // beside a request.
+  const int64_t budget = 2000 * per_token;
+  Daemon d;
+  ASSERT_EQ(d.Start({"--dtype", "fp32", "--n-ctx", "2048", "--kv-budget", std::to_string(budget)}),
+            "");
+  const json a = Ask(d, "full", Question(kQuestions[0], "Marlow"));
+  ASSERT_EQ(a["type"], "final") << a.dump();
+  EXPECT_EQ(Metric(d, "sift_prefix_cache_entries"), 1);
+  const json b = Ask(d, "full", Question(kQuestions[0], "Osprey"));
+  ASSERT_EQ(b["type"], "final") << b.dump();
+  EXPECT_EQ(Cached(b), 0);  // another document
+  // The second document's entry did not fit beside the first: the first was evicted.
+  EXPECT_EQ(Metric(d, "sift_prefix_cache_entries"), 1);
+  EXPECT_GE(Metric(d, "sift_prefix_cache_evictions_total"), 1);
+  EXPECT_GT(Cached(Ask(d, "full", Question(kQuestions[1], "Osprey"))), 600);
+  EXPECT_EQ(Cached(Ask(d, "full", Question(kQuestions[1], "Marlow"))), 0);
+  // Never past the budget, cached prompts included.
+  EXPECT_LE(Metric(d, "sift_kv_reserved_peak_bytes"), static_cast<double>(budget));
+  EXPECT_GT(Metric(d, "sift_kv_reserved_peak_bytes"), 0);
+}
+
+// A plugins folder of copies (prefill_full, decode_local) and the full pipeline, rescanned on
+// SIGHUP only.
+TEST(ContextCacheReloadTest, AHotReloadedPrefillNeverServesItsOldEntries) {
+  if (std::getenv("SIFT_MODEL") == nullptr) GTEST_SKIP() << "SIFT_MODEL not set";
+  sift::testing::TempDir dir;
+  const std::string plugins = dir.File("plugins"), pipelines = dir.File("pipelines");
+  fs::create_directories(plugins);
+  fs::create_directories(pipelines);
+  for (const char* p : {"prefill_full", "decode_local"}) {
+    fs::copy_file(std::string(SIFT_BINARY_DIR) + "/plugins/" + p + ".so",
+                  plugins + "/" + p + ".so");
+  }
+  fs::copy_file(std::string(SIFT_SOURCE_DIR) + "/pipelines/full.toml", pipelines + "/full.toml");
+  Daemon d;
+  ASSERT_EQ(d.Start({"--dtype", "fp32", "--n-ctx", "2048", "--plugins", plugins, "--pipelines",
+                     pipelines, "--rescan-ms", "0"}),
+            "");
+  ASSERT_EQ(Ask(d, "full", Question(kQuestions[0]))["type"], "final");
+  EXPECT_GT(Cached(Ask(d, "full", Question(kQuestions[1]))), 600);
+  // A new build of prefill_full (the same code, other bytes: another content hash).
+  { std::ofstream(plugins + "/prefill_full.so", std::ios::app) << "rebuilt"; }
+  const auto count = [&] {
+    const std::string log = d.log();
+    size_t n = 0;
+    for (size_t at = 0; (at = log.find("\"event\":\"rescan_done\"", at)) != std::string::npos;
+         ++at) {
+      ++n;
+    }
+    return n;
+  };
+  const size_t before = count();
+  ::kill(d.pid(), SIGHUP);
+  const auto end = Clock::now() + std::chrono::seconds(60);
+  while (count() == before && Clock::now() < end) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  }
+  ASSERT_GT(count(), before) << d.log();
+  const json after = Ask(d, "full", Question(kQuestions[1]));
+  ASSERT_EQ(after["type"], "final") << after.dump();
+  EXPECT_EQ(Cached(after), 0) << "an entry of the old generation was served";
+  // The new generation caches its own prompts.
+  EXPECT_GT(Cached(Ask(d, "full", Question(kQuestions[2]))), 600);
+}
+
+}  // namespace

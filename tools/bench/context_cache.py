@@ -1,0 +1,265 @@
+#!/usr/bin/env python3
+"""Prefill a context once, ask it many times: what a server's prompt cache buys, measured.
+
+  context_cache.py questions --url URL --server siftd --model PIPELINE --doc-tokens 8192 ...
+      One document (cut from --text) and --questions questions about it, asked one after the
+      other through /v1/chat/completions (streamed, temperature 0, --max-tokens tokens). Per
+      question: the time to the first token (TTFT, measured here), the server's prompt_tokens and
+      how many of them came from its cache, and the answer's text.
+  context_cache.py chat --url URL --server siftd|llama --model M --turns 10 ...
+      A conversation about the document: every turn re-sends the whole history (the document as
+      the system message, each earlier question and the server's own answer) plus a new
+      question. Per turn: TTFT, prompt_tokens, cached tokens.
+  context_cache.py report --raw FILE.jsonl --out docs/results/context-cache.md [--note TEXT]
+      The results document and summary.json beside it from the JSON lines the runs appended.
+
+Cached tokens: siftd reports usage.prompt_tokens_details.cached_tokens; llama-server reports
+timings.cache_n (its cache_prompt reuse). The document is cut at the same offset of the same
+text for every run, so runs against different servers and pipelines see the same words.
+
+Standard library only. Each run appends one JSON object to --out.
+"""
+
+import argparse
+import http.client
+import json
+import os
+import statistics
+import sys
+import time
+import urllib.parse
+
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+QUESTIONS = [
+    "In one sentence, what is this text about?",
+    "Who or what is named first in the text?",
+    "What is the main argument of the text?",
+    "Name one example the author gives.",
+    "What does the author recommend?",
+    "What is said about time or age?",
+    "Which sentence of the text surprised you most, and why?",
+    "Summarise the last paragraph in one sentence.",
+    "What would the author say to a beginner?",
+    "Give the text a short title.",
+]
+
+
+def load_words(path):
+    paths = [path] if os.path.isfile(path) else sorted(
+        os.path.join(d, f) for d, _, fs in os.walk(path) for f in fs if f.endswith((".md", ".txt")))
+    words = []
+    for p in paths:
+        with open(p, encoding="utf-8", errors="replace") as f:
+            words.extend(f.read().split())
+    return words
+
+
+def document(args):
+    words = load_words(args.text)
+    n = int(args.doc_tokens / args.tokens_per_word)
+    if len(words) < n:
+        sys.exit(f"context_cache.py: {args.text} has {len(words)} words, {n} needed")
+    return " ".join(words[:n])
+
+
+def chat(args, messages):
+    """One streamed chat completion: (ttft_ms, text, usage, timings)."""
+    url = urllib.parse.urlparse(args.url)
+    body = {"model": args.model, "messages": messages, "stream": True, "temperature": 0,
+            "max_tokens": args.max_tokens, "stream_options": {"include_usage": True}}
+    conn = http.client.HTTPConnection(url.hostname, url.port, timeout=600)
+    t0 = time.perf_counter()
+    conn.request("POST", "/v1/chat/completions", json.dumps(body),
+                 {"Content-Type": "application/json"})
+    resp = conn.getresponse()
+    if resp.status != 200:
+        raise RuntimeError(f"HTTP {resp.status}: {resp.read()[:300]!r}")
+    ttft, text, usage, timings = None, "", None, None
+    for raw in resp:
+        line = raw.decode("utf-8", "replace").strip()
+        if not line.startswith("data:"):
+            continue
+        data = line[5:].strip()
+        if data == "[DONE]":
+            break
+        obj = json.loads(data)
+        for choice in obj.get("choices") or []:
+            piece = (choice.get("delta") or {}).get("content") or ""
+            if piece and ttft is None:
+                ttft = (time.perf_counter() - t0) * 1000
+            text += piece
+        if obj.get("usage"):
+            usage = obj["usage"]
+        if obj.get("timings"):
+            timings = obj["timings"]
+    conn.close()
+    if ttft is None:
+        ttft = (time.perf_counter() - t0) * 1000
+    return ttft, text, usage or {}, timings or {}
+
+
+def cached_tokens(usage, timings):
+    details = usage.get("prompt_tokens_details") or {}
+    if "cached_tokens" in details:
+        return details["cached_tokens"]
+    if "cache_n" in timings:
+        return timings["cache_n"]
+    return None
+
+
+def run_questions(args):
+    doc = document(args)
+    rows = []
+    for i in range(args.questions):
+        messages = [{"role": "user",
+                     "content": doc + "\n\nQuestion: " + QUESTIONS[i % len(QUESTIONS)]}]
+        ttft, text, usage, timings = chat(args, messages)
+        rows.append({"question": i + 1, "ttft_ms": round(ttft, 1),
+                     "prompt_tokens": usage.get("prompt_tokens"),
+                     "cached_tokens": cached_tokens(usage, timings), "text": text})
+        print(f"[questions] {args.server} {args.model} {args.doc_tokens}: q{i + 1} "
+              f"ttft {ttft:.0f} ms, cached {rows[-1]['cached_tokens']} of "
+              f"{rows[-1]['prompt_tokens']}", file=sys.stderr)
+    return {"part": "questions", "server": args.server, "model": args.model, "label": args.label,
+            "gguf": args.gguf, "doc_tokens": args.doc_tokens, "rows": rows}
+
+
+def run_chat(args):
+    doc = document(args)
+    messages = [{"role": "system",
+                 "content": "Answer questions about this text briefly.\n\n" + doc}]
+    rows = []
+    for turn in range(args.turns):
+        messages.append({"role": "user", "content": QUESTIONS[turn % len(QUESTIONS)]})
+        ttft, text, usage, timings = chat(args, messages)
+        messages.append({"role": "assistant", "content": text})
+        rows.append({"turn": turn + 1, "ttft_ms": round(ttft, 1),
+                     "prompt_tokens": usage.get("prompt_tokens"),
+                     "cached_tokens": cached_tokens(usage, timings)})
+        print(f"[chat] {args.server}: turn {turn + 1} ttft {ttft:.0f} ms, cached "
+              f"{rows[-1]['cached_tokens']} of {rows[-1]['prompt_tokens']}", file=sys.stderr)
+    return {"part": "chat", "server": args.server, "model": args.model, "label": args.label,
+            "gguf": args.gguf, "doc_tokens": args.doc_tokens, "rows": rows}
+
+
+def report(args):
+    runs = [json.loads(line) for line in open(args.raw) if line.strip()]
+    meta = next((r for r in runs if r.get("part") == "meta"), {})
+    out = ["# Prefill a context once, ask it many times: the prefix cache, measured", ""]
+    out += [meta.get("header", ""), ""] if meta.get("header") else []
+    out += [r["text"] + "\n" for r in runs if r.get("part") == "note"]
+    if args.note:
+        out += [args.note, ""]
+    summary = {"machine": meta.get("machine"), "cpu_flags": meta.get("cpu_flags"),
+               "model": meta.get("model"), "questions": {}, "chat": {}}
+    qs = [r for r in runs if r.get("part") == "questions"]
+    if qs:
+        out += ["## Questions about one document", "",
+                "Eight questions about one document, one after the other. TTFT of question 1 and "
+                "the median of questions 2-8; *cached* is the median share of the prompt served "
+                "from the cache for questions 2-8; *same answers* compares each answer of the "
+                "cached daemon with the same request on a daemon started with "
+                "`--prefix-cache false` (greedy, 16 tokens).", "",
+                "| model | document | pipeline | q1 TTFT | q2-8 TTFT (median) | ratio | cached | "
+                "same answers | q1-8 TTFT without cache (median) |",
+                "|---|---|---|---|---|---|---|---|---|"]
+        for r in qs:
+            if r["label"] != "cache":
+                continue
+            ref = next((x for x in qs if x["label"] == "no-cache" and x["model"] == r["model"]
+                        and x["doc_tokens"] == r["doc_tokens"] and x.get("gguf") == r.get("gguf")),
+                       None)
+            rows = r["rows"]
+            first, rest = rows[0]["ttft_ms"], [x["ttft_ms"] for x in rows[1:]]
+            share = [x["cached_tokens"] / x["prompt_tokens"] for x in rows[1:]
+                     if x.get("prompt_tokens") and x.get("cached_tokens") is not None]
+            same = (sum(a["text"] == b["text"] for a, b in zip(rows, ref["rows"])), len(rows)) \
+                if ref else None
+            base = statistics.median(x["ttft_ms"] for x in ref["rows"]) if ref else None
+            med = statistics.median(rest)
+            gguf = os.path.basename(r.get("gguf") or "").split("-Instruct")[0] or "-"
+            out.append(f"| {gguf} | {r['doc_tokens']} | {r['model']} | {first:,.0f} ms | {med:,.0f} ms | "
+                       f"{med / first:.3f} | {statistics.median(share) * 100 if share else 0:.1f} % | "
+                       f"{f'{same[0]} of {same[1]}' if same else '-'} | "
+                       f"{f'{base:,.0f} ms' if base else '-'} |")
+            summary["questions"][f"{gguf}/{r['model']}@{r['doc_tokens']}"] = {
+                "q1_ttft_ms": first, "q2_8_ttft_ms_median": med, "ratio": round(med / first, 4),
+                "cached_share_median": round(statistics.median(share), 4) if share else 0,
+                "same_answers": same[0] if same else None, "answers": len(rows),
+                "no_cache_ttft_ms_median": base}
+        out.append("")
+    chats = [r for r in runs if r.get("part") == "chat"]
+    if chats:
+        out += ["## A 10-turn chat through the OpenAI API", "",
+                "Every turn re-sends the conversation (the document as the system message, the "
+                "earlier questions and the server's own answers) plus a new question. TTFT per "
+                "turn, measured by the client; in brackets, prompt tokens served from the "
+                "server's cache (siftd: `usage.prompt_tokens_details.cached_tokens`; "
+                "llama-server: `timings.cache_n`).", ""]
+        servers = [c["server"] for c in chats]
+        out += ["| turn | " + " | ".join(f"{s}: TTFT (cached / prompt)" for s in servers) + " |",
+                "|---" * (len(servers) + 1) + "|"]
+        for t in range(max(len(c["rows"]) for c in chats)):
+            cells = []
+            for c in chats:
+                x = c["rows"][t] if t < len(c["rows"]) else None
+                cells.append(f"{x['ttft_ms']:,.0f} ms ({x['cached_tokens']} / {x['prompt_tokens']})"
+                             if x else "-")
+            out.append(f"| {t + 1} | " + " | ".join(cells) + " |")
+        for c in chats:
+            summary["chat"][c["server"]] = [x["ttft_ms"] for x in c["rows"]]
+        out.append("")
+    if meta.get("footer"):
+        out += [meta["footer"], ""]
+    with open(args.out, "w") as f:
+        f.write("\n".join(out))
+    folder = os.path.join(os.path.dirname(args.out), "context-cache")
+    os.makedirs(folder, exist_ok=True)
+    with open(os.path.join(folder, "summary.json"), "w") as f:
+        json.dump(summary, f, indent=1)
+        f.write("\n")
+    print(f"wrote {args.out} and {folder}/summary.json", file=sys.stderr)
+
+
+def main():
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
+                                formatter_class=argparse.RawDescriptionHelpFormatter,
+                                epilog=__doc__.split("\n\n", 1)[1])
+    sub = p.add_subparsers(dest="command", required=True)
+    for name in ("questions", "chat"):
+        s = sub.add_parser(name)
+        s.add_argument("--url", required=True, help="server base URL, e.g. http://127.0.0.1:7702")
+        s.add_argument("--server", required=True, choices=["siftd", "llama"])
+        s.add_argument("--model", default="full", help="model field (siftd: the pipeline)")
+        s.add_argument("--label", default="cache", help="tag stored with the run (e.g. no-cache)")
+        s.add_argument("--gguf", default="", help="the model file, stored with the run")
+        s.add_argument("--text", default=os.path.join(ROOT, "tools/bench/corpus"),
+                       help="file or folder of .md/.txt the document is cut from")
+        s.add_argument("--doc-tokens", type=int, default=4096, help="document length (approx.)")
+        s.add_argument("--tokens-per-word", type=float, default=1.35,
+                       help="tokens per whitespace word of the text (English prose: 1.35)")
+        s.add_argument("--max-tokens", type=int, default=16)
+        s.add_argument("--out", help="append the run's JSON object to this JSON-lines file")
+        if name == "questions":
+            s.add_argument("--questions", type=int, default=8)
+        else:
+            s.add_argument("--turns", type=int, default=10)
+    r = sub.add_parser("report")
+    r.add_argument("--raw", required=True)
+    r.add_argument("--out", required=True)
+    r.add_argument("--note", default="")
+    a = p.parse_args()
+    if a.command == "report":
+        report(a)
+        return
+    result = run_questions(a) if a.command == "questions" else run_chat(a)
+    line = json.dumps(result)
+    if a.out:
+        with open(a.out, "a") as f:
+            f.write(line + "\n")
+    else:
+        print(line)
+
+
+if __name__ == "__main__":
+    main()
