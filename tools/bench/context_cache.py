@@ -11,7 +11,9 @@
       the system message, each earlier question and the server's own answer) plus a new
       question. Per turn: TTFT, prompt_tokens, cached tokens.
   context_cache.py report --raw FILE.jsonl --out docs/results/context-cache.md [--note TEXT]
-      The results document and summary.json beside it from the JSON lines the runs appended.
+      The results document and summary.json beside it from the JSON lines the runs appended,
+      ending with notes.md from the raw file's folder when there is one (the reading of the
+      numbers, written by whoever ran them).
 
 Cached tokens: siftd reports usage.prompt_tokens_details.cached_tokens; llama-server reports
 timings.cache_n (its cache_prompt reuse). The document is cut at the same offset of the same
@@ -121,7 +123,7 @@ def run_questions(args):
               f"ttft {ttft:.0f} ms, cached {rows[-1]['cached_tokens']} of "
               f"{rows[-1]['prompt_tokens']}", file=sys.stderr)
     return {"part": "questions", "server": args.server, "model": args.model, "label": args.label,
-            "gguf": args.gguf, "doc_tokens": args.doc_tokens, "rows": rows}
+            "gguf": args.gguf, "dtype": args.dtype, "doc_tokens": args.doc_tokens, "rows": rows}
 
 
 def run_chat(args):
@@ -139,7 +141,7 @@ def run_chat(args):
         print(f"[chat] {args.server}: turn {turn + 1} ttft {ttft:.0f} ms, cached "
               f"{rows[-1]['cached_tokens']} of {rows[-1]['prompt_tokens']}", file=sys.stderr)
     return {"part": "chat", "server": args.server, "model": args.model, "label": args.label,
-            "gguf": args.gguf, "doc_tokens": args.doc_tokens, "rows": rows}
+            "gguf": args.gguf, "dtype": args.dtype, "doc_tokens": args.doc_tokens, "rows": rows}
 
 
 def report(args):
@@ -155,37 +157,40 @@ def report(args):
     qs = [r for r in runs if r.get("part") == "questions"]
     if qs:
         out += ["## Questions about one document", "",
-                "Eight questions about one document, one after the other. TTFT of question 1 and "
-                "the median of questions 2-8; *cached* is the median share of the prompt served "
-                "from the cache for questions 2-8; *same answers* compares each answer of the "
-                "cached daemon with the same request on a daemon started with "
-                "`--prefix-cache false` (greedy, 16 tokens).", "",
+                "Eight questions about one document, one after the other, on a siftd started for "
+                "the pipeline (question 1 finds nothing cached). TTFT of question 1 and the "
+                "median of questions 2-8; *cached* is the median share of the prompt served from "
+                "the cache for questions 2-8; *same answers* compares the answers of questions "
+                "2-N with the same requests on a daemon started with `--prefix-cache false` "
+                "(greedy, 16 tokens), which also gives the last column.", "",
                 "| model | document | pipeline | q1 TTFT | q2-8 TTFT (median) | ratio | cached | "
-                "same answers | q1-8 TTFT without cache (median) |",
+                "same answers | TTFT without cache (median) |",
                 "|---|---|---|---|---|---|---|---|---|"]
         for r in qs:
             if r["label"] != "cache":
                 continue
             ref = next((x for x in qs if x["label"] == "no-cache" and x["model"] == r["model"]
-                        and x["doc_tokens"] == r["doc_tokens"] and x.get("gguf") == r.get("gguf")),
+                        and x["doc_tokens"] == r["doc_tokens"] and x.get("gguf") == r.get("gguf")
+                        and x.get("dtype") == r.get("dtype")),
                        None)
             rows = r["rows"]
             first, rest = rows[0]["ttft_ms"], [x["ttft_ms"] for x in rows[1:]]
             share = [x["cached_tokens"] / x["prompt_tokens"] for x in rows[1:]
                      if x.get("prompt_tokens") and x.get("cached_tokens") is not None]
-            same = (sum(a["text"] == b["text"] for a, b in zip(rows, ref["rows"])), len(rows)) \
-                if ref else None
+            pairs = list(zip(rows[1:], ref["rows"][1:])) if ref else []
+            same = (sum(a["text"] == b["text"] for a, b in pairs), len(pairs)) if pairs else None
             base = statistics.median(x["ttft_ms"] for x in ref["rows"]) if ref else None
             med = statistics.median(rest)
-            gguf = os.path.basename(r.get("gguf") or "").split("-Instruct")[0] or "-"
+            gguf = (os.path.basename(r.get("gguf") or "").split("-Instruct")[0] or "-") + " " + \
+                r.get("dtype", "bf16")
             out.append(f"| {gguf} | {r['doc_tokens']} | {r['model']} | {first:,.0f} ms | {med:,.0f} ms | "
                        f"{med / first:.3f} | {statistics.median(share) * 100 if share else 0:.1f} % | "
                        f"{f'{same[0]} of {same[1]}' if same else '-'} | "
                        f"{f'{base:,.0f} ms' if base else '-'} |")
-            summary["questions"][f"{gguf}/{r['model']}@{r['doc_tokens']}"] = {
+            summary["questions"][f"{gguf.replace(' ', '/')}/{r['model']}@{r['doc_tokens']}"] = {
                 "q1_ttft_ms": first, "q2_8_ttft_ms_median": med, "ratio": round(med / first, 4),
                 "cached_share_median": round(statistics.median(share), 4) if share else 0,
-                "same_answers": same[0] if same else None, "answers": len(rows),
+                "same_answers": same[0] if same else None, "compared": same[1] if same else 0,
                 "no_cache_ttft_ms_median": base}
         out.append("")
     chats = [r for r in runs if r.get("part") == "chat"]
@@ -209,8 +214,10 @@ def report(args):
         for c in chats:
             summary["chat"][c["server"]] = [x["ttft_ms"] for x in c["rows"]]
         out.append("")
-    if meta.get("footer"):
-        out += [meta["footer"], ""]
+    notes = os.path.join(os.path.dirname(args.raw), "notes.md")
+    if os.path.exists(notes):  # what the numbers say, written by whoever ran them
+        with open(notes) as f:
+            out += [f.read().rstrip(), ""]
     with open(args.out, "w") as f:
         f.write("\n".join(out))
     folder = os.path.join(os.path.dirname(args.out), "context-cache")
@@ -233,6 +240,7 @@ def main():
         s.add_argument("--model", default="full", help="model field (siftd: the pipeline)")
         s.add_argument("--label", default="cache", help="tag stored with the run (e.g. no-cache)")
         s.add_argument("--gguf", default="", help="the model file, stored with the run")
+        s.add_argument("--dtype", default="bf16", help="the server's dtype, stored with the run")
         s.add_argument("--text", default=os.path.join(ROOT, "tools/bench/corpus"),
                        help="file or folder of .md/.txt the document is cut from")
         s.add_argument("--doc-tokens", type=int, default=4096, help="document length (approx.)")

