@@ -32,7 +32,6 @@ KvBudget::Outcome KvBudget::Reserve(int64_t bytes, const std::function<bool()>& 
           break;
         }
         cv_.wait_for(mu_, std::chrono::milliseconds(poll_ms));
-        missing = 0;
       }
       if (missing == 0 || outcome == Outcome::kCancelled) {
         queue_.erase(std::find(queue_.begin(), queue_.end(), ticket));

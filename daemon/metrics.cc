@@ -76,27 +76,24 @@ void Metrics::DeclareCounter(const std::string& name, const std::string& help) {
 }
 
 void Metrics::DeclareGauge(const std::string& name, const std::string& help) {
-  std::lock_guard<std::mutex> lock(mu_);
-  Family& f = families_[name];
-  f.type = Type::kGauge;
-  f.help = help;
-  f.read = nullptr;
+  Declare(name, help, Type::kGauge, nullptr);
 }
 
 void Metrics::DeclareGauge(const std::string& name, const std::string& help,
                            std::function<double()> read) {
-  std::lock_guard<std::mutex> lock(mu_);
-  Family& f = families_[name];
-  f.type = Type::kGauge;
-  f.help = help;
-  f.read = std::move(read);
+  Declare(name, help, Type::kGauge, std::move(read));
 }
 
 void Metrics::DeclareCounter(const std::string& name, const std::string& help,
                              std::function<double()> read) {
+  Declare(name, help, Type::kCounter, std::move(read));
+}
+
+void Metrics::Declare(const std::string& name, const std::string& help, Type type,
+                      std::function<double()> read) {
   std::lock_guard<std::mutex> lock(mu_);
   Family& f = families_[name];
-  f.type = Type::kCounter;
+  f.type = type;
   f.help = help;
   f.read = std::move(read);
 }

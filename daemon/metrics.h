@@ -65,6 +65,9 @@ class Metrics {
     std::map<std::string, Series> series;  // key: rendered label set "{a=\"b\"}"
   };
   Family& Find(const std::string& name, Type type);
+  // Sets a family's type, help and scrape-time reader (null: its series come from Add/Set).
+  void Declare(const std::string& name, const std::string& help, Type type,
+               std::function<double()> read);
 
   mutable std::mutex mu_;
   std::map<std::string, Family> families_;
