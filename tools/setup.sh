@@ -259,7 +259,7 @@ test_job() {
   # that is set). Tests time nothing; the benchmarks run with the binaries' own settings.
   export OMP_WAIT_POLICY="${OMP_WAIT_POLICY:-PASSIVE}"
   export OPENBLAS_THREAD_TIMEOUT="${OPENBLAS_THREAD_TIMEOUT:-4}"
-  ctest --test-dir "$BUILD_DIR" --output-on-failure -j 2 --timeout 1500
+  ctest --test-dir "$BUILD_DIR" --output-on-failure -j 2 --timeout 600
 }
 
 # `test` needs smollm2 whatever SIFT_MODELS says (the reference fixtures belong to it).

@@ -150,11 +150,12 @@ std::string Exchange(const std::string& address, const std::string& request,
 }
 
 // A Prometheus sample's value from the operations port ("" labels: the unlabelled series);
-// the sum over series whose labels contain `labels`.
+// the sum over series whose labels contain `labels`; -1 when the port gave no answer.
 double Metric(const Daemon& d, const std::string& name, const std::string& labels = "") {
   const std::string response = Exchange(d.http(), Get("/metrics", ""), "127.0.0.1", 10000);
   const size_t at = response.find("\r\n\r\n");
-  const std::string text = at == std::string::npos ? "" : response.substr(at + 4);
+  if (at == std::string::npos) return -1;  // no answer: the caller says so
+  const std::string text = response.substr(at + 4);
   double sum = 0;
   std::istringstream in(text);
   std::string line;
@@ -547,7 +548,10 @@ TEST_F(CurveKeysTest, RefusedHandshakesAreLoggedOncePerInterval) {
       "");
   const auto start = Clock::now();
   {
-    zmq::context_t ctx(1);
+    // Never terminated: zmq_ctx_term can wait forever after refused CURVE handshakes on a loaded
+    // machine (libzmq issue 2733), which once held this test until ctest's timeout. The sockets
+    // close with linger 0; the process exit takes the rest.
+    zmq::context_t& ctx = *new zmq::context_t(1);
     for (int i = 0; i < 100; ++i) {
       char pub[41], sec[41];
       ASSERT_EQ(zmq_curve_keypair(pub, sec), 0);
@@ -563,9 +567,13 @@ TEST_F(CurveKeysTest, RefusedHandshakesAreLoggedOncePerInterval) {
       // Keep the client until its handshake has reached the daemon's ZAP handler: closed
       // sooner (a loaded machine), it would never be refused, only dropped.
       const auto refused = Clock::now() + std::chrono::seconds(5);
-      while (Metric(d, "sift_auth_denied_total") < i + 1 && Clock::now() < refused) {
+      double denied = 0;
+      while ((denied = Metric(d, "sift_auth_denied_total")) < i + 1 && Clock::now() < refused) {
         std::this_thread::sleep_for(std::chrono::milliseconds(5));
       }
+      // The operations port must keep answering while handshakes are refused; stop at once
+      // (with the daemon's log) instead of waiting out every remaining handshake.
+      ASSERT_GE(denied, 0) << "no /metrics answer after " << i << " handshakes\n" << d.log();
     }
   }
   const double elapsed_s = std::chrono::duration<double>(Clock::now() - start).count();
