@@ -594,6 +594,8 @@ TEST_F(CurveKeysTest, RefusedHandshakesAreLoggedOncePerInterval) {
   json h;
   ASSERT_TRUE(c.Recv(&h, 30000));
   EXPECT_EQ(h["type"], "pong");
+  // And the refused peers do not keep siftd from stopping when asked.
+  EXPECT_EQ(d.Stop(SIGTERM, 30000), 0) << d.log();
 }
 
 }  // namespace
