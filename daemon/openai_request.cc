@@ -207,14 +207,15 @@ Status SiftExtension(const json& body, json* header, json* sampling, std::string
   if (!ext) return Status::Ok();
   if (!ext->is_object()) return BadField("sift", "an object", *ext, param);
   static const char* const kKeys[] = {"params",     "deadline_ms",    "top_k",
-                                      "ignore_eos", "stop_token_ids", "question_tokens"};
+                                      "ignore_eos", "stop_token_ids", "question_tokens",
+                                      "return_kept"};
   for (auto it = ext->begin(); it != ext->end(); ++it) {
     const std::string& key = it.key();
     if (std::find(std::begin(kKeys), std::end(kKeys), key) == std::end(kKeys)) {
       return Fail("bad_field", "sift." + key,
                   "unknown field 'sift." + key +
                       "'; the sift extension takes params, deadline_ms, top_k, ignore_eos, "
-                      "stop_token_ids and question_tokens",
+                      "stop_token_ids, question_tokens and return_kept",
                   param);
     }
     if (it.value().is_null()) continue;
@@ -234,8 +235,8 @@ std::string OpenAiName(const std::string& sift, const std::string& max_name) {
   if (starts("sampling.")) return sift.substr(9);
   if (starts("max_tokens")) return max_name;
   if (starts("tokens")) return "prompt" + sift.substr(6);
-  for (std::string_view ext :
-       {"params", "deadline_ms", "ignore_eos", "stop_token_ids", "question_tokens"}) {
+  for (std::string_view ext : {"params", "deadline_ms", "ignore_eos", "stop_token_ids",
+                               "question_tokens", "return_kept"}) {
     if (starts(ext)) return "sift." + sift;
   }
   return sift;

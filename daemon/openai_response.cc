@@ -53,6 +53,12 @@ const char* ErrorType(int status) {
   }
 }
 
+// What the pipeline kept (return_kept) as the response's top-level `sift.kept`.
+void AddKept(const json& final_header, json* body) {
+  const auto it = final_header.find("kept");
+  if (it != final_header.end() && !it->is_null()) (*body)["sift"] = {{"kept", *it}};
+}
+
 std::string StringOr(const json& h, const char* key, const char* fallback) {
   const auto it = h.find(key);  // end() for anything but an object
   return it != h.end() && it->is_string() ? it->get<std::string>() : fallback;
@@ -88,6 +94,7 @@ json CompletionBody(const OpenAiReply& reply, const json& final_header) {
       Envelope(reply, /*chunk=*/false,
                json::array({Choice(reply, final_header.value("text", ""), false, false, finish)}));
   body["usage"] = OpenAiUsage(final_header);
+  AddKept(final_header, &body);
   return body;
 }
 
@@ -96,10 +103,12 @@ json DeltaChunk(const OpenAiReply& reply, const std::string& text, bool with_rol
 }
 
 json FinishChunk(const OpenAiReply& reply, const json& final_header) {
-  return Envelope(
-      reply, true,
-      json::array({Choice(reply, "", true, false,
-                          OpenAiFinishReason(final_header.value("finish_reason", "")))}));
+  json body =
+      Envelope(reply, true,
+               json::array({Choice(reply, "", true, false,
+                                   OpenAiFinishReason(final_header.value("finish_reason", "")))}));
+  AddKept(final_header, &body);
+  return body;
 }
 
 json UsageChunk(const OpenAiReply& reply, const json& final_header) {

@@ -51,7 +51,11 @@ Status CheckOverrideKeys(const std::string& pipeline, const std::vector<Resolved
 
 Status RunLocal(const ResolvedStage& stage, Stage& instance, const Model& model,
                 RequestState& state, StageContext& context, const LocalExecution& local) {
-  LocalHopJob job{&instance, &model, &state, at::ThreadLocalState()};
+  LocalHopJob job;
+  job.stage = &instance;
+  job.model = &model;
+  job.state = &state;
+  job.thread_state = at::ThreadLocalState();
   job.direct = local.direct ? &context : nullptr;
   job.kind = stage.plugin->kind();
   job.engine = local.engine;
@@ -147,9 +151,14 @@ Status RunPipeline(const std::string& pipeline, const std::vector<ResolvedStage>
                     "stage '" + stages[i].config.label + "' (plan): " + planned.message());
     }
   }
+  bool decode_reached = false;
   for (size_t i = 0; i < stages.size(); ++i) {
     const ResolvedStage& stage = stages[i];
     if (context.Cancelled()) return context.CancelStatus();
+    if (!decode_reached && stage.plugin->kind() == StageKind::kDecode) {
+      decode_reached = true;
+      if (local.before_decode) local.before_decode(state);
+    }
     const auto start = std::chrono::steady_clock::now();
     const Status status = stage.config.endpoint.empty()
                               ? RunLocal(stage, *instances[i], model, state, context, local)

@@ -22,6 +22,7 @@
 #ifndef SIFT_DAEMON_PIPELINE_RUNNER_H_
 #define SIFT_DAEMON_PIPELINE_RUNNER_H_
 
+#include <functional>
 #include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
@@ -44,6 +45,10 @@ struct LocalExecution {
   BatchDecoder* decoder = nullptr;
   int64_t slice_tokens = 0;
   PrefixCache* prefix_cache = nullptr;  // offered to in-process stages (StageContext::prefix_cache)
+  // Called once, on the request's thread, with the state the first decode stage is about to
+  // receive (after every prefill, filter, select and reuse stage, local or remote); not called
+  // when the run fails or is cancelled before. For `return_kept` (kept_report.h).
+  std::function<void(const RequestState&)> before_decode;
 };
 
 // How remote stages are reached: liveness limits, and CURVE keys (this daemon's key pair and the

@@ -250,6 +250,7 @@ Status ParseGenerate(const json& h, const std::vector<std::string_view>& frames,
     g->params = *params;
   }
   SIFT_RETURN_IF_ERROR(GetBool(h, "stream", &g->stream));
+  SIFT_RETURN_IF_ERROR(GetBool(h, "return_kept", &g->return_kept));
   return GetInt(h, "deadline_ms", "deadline_ms", 0, 7LL * 24 * 3600 * 1000, &g->deadline_ms);
 }
 
@@ -463,17 +464,19 @@ json FinalHeader(const std::string& id, const std::string& pipeline, const Final
       {"stages", stages},
       {"catalog_generation", r.catalog_generation},
   };
-  return {{"type", "final"},
-          {"id", id},
-          {"pipeline", pipeline},
-          {"text", r.text},
-          {"finish_reason", r.finish_reason},
-          {"usage",
-           {{"prompt_tokens", r.prompt_tokens},
-            {"cached_tokens", r.cached_tokens},
-            {"completion_tokens", r.completion_tokens},
-            {"total_tokens", r.prompt_tokens + r.completion_tokens}}},
-          {"stats", stats}};
+  json header = {{"type", "final"},
+                 {"id", id},
+                 {"pipeline", pipeline},
+                 {"text", r.text},
+                 {"finish_reason", r.finish_reason},
+                 {"usage",
+                  {{"prompt_tokens", r.prompt_tokens},
+                   {"cached_tokens", r.cached_tokens},
+                   {"completion_tokens", r.completion_tokens},
+                   {"total_tokens", r.prompt_tokens + r.completion_tokens}}},
+                 {"stats", stats}};
+  if (!r.kept.is_null()) header["kept"] = r.kept;
+  return header;
 }
 
 json ErrorHeader(const json& id, const Status& status, const json& details,

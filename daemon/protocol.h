@@ -85,7 +85,8 @@ struct GenerateRequest {
   // Per-request stage parameter overrides: {"<stage label or plugin>": {"key": value}}.
   nlohmann::json params = nlohmann::json::object();
   bool stream = true;
-  int64_t deadline_ms = 0;  // relative to arrival at the daemon; 0 = none
+  int64_t deadline_ms = 0;   // relative to arrival at the daemon; 0 = none
+  bool return_kept = false;  // the final carries `kept` (kept_report.h)
 };
 
 struct ClientMessage {
@@ -133,6 +134,7 @@ struct FinalReport {
   double queue_ms = 0, prefill_ms = 0, ttft_ms = 0, decode_ms = 0, e2e_ms = 0;
   std::vector<StageReport> stages;
   uint64_t catalog_generation = 0;
+  nlohmann::json kept;  // KeptReport when the request asked for it (return_kept); null: omitted
 };
 
 // Milliseconds to 3 decimals, as replies and the request_done log line carry them.

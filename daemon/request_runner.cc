@@ -4,6 +4,7 @@
 #include <optional>
 #include <string>
 
+#include "daemon/kept_report.h"
 #include "daemon/log.h"
 #include "daemon/public_listing.h"
 #include "daemon/request_context.h"
@@ -193,6 +194,10 @@ void CatalogBackend::Execute(const std::shared_ptr<LiveRequest>& request, ReplyS
       local.decoder = &*decoder;
     }
   }
+  json kept;
+  if (g.return_kept) {
+    local.before_decode = [&](const RequestState& s) { kept = KeptReport(s, *model_); };
+  }
   try {
     status = pipeline.Run(*model_, state, g.params, context, local);
   } catch (const std::bad_alloc&) {
@@ -218,6 +223,7 @@ void CatalogBackend::Execute(const std::shared_ptr<LiveRequest>& request, ReplyS
     return;
   }
   FinalReport report = MakeReport(*request, state, context, *model_, started, clamped);
+  report.kept = std::move(kept);
   sink.SendTerminal(request, Terminal::Final(g.id, g.pipeline, std::move(report)));
 }
 

@@ -35,6 +35,7 @@ TEST(ProtocolTest, ParsesFullGenerate) {
             {"params", {{"select", {{"keep_ratio", 0.2}}}}},
             {"stream", false},
             {"deadline_ms", 5000},
+            {"return_kept", true},
             {"unknown_field_is_ignored", 1}};
   ASSERT_TRUE(ParseHeader(h, &m).ok());
   EXPECT_EQ(m.type, MessageType::kGenerate);
@@ -55,6 +56,7 @@ TEST(ProtocolTest, ParsesFullGenerate) {
   EXPECT_EQ(g.params["select"]["keep_ratio"], 0.2);
   EXPECT_FALSE(g.stream);
   EXPECT_EQ(g.deadline_ms, 5000);
+  EXPECT_TRUE(g.return_kept);
 }
 
 TEST(ProtocolTest, InputModes) {
@@ -119,6 +121,7 @@ TEST(ProtocolTest, RejectsBadInput) {
       {with({{"prompt", "a"}, {"params", {{"select", 3}}}}), "bad_field"},
       {with({{"prompt", "a"}, {"deadline_ms", -5}}), "bad_field"},
       {with({{"prompt", "a"}, {"stop", {""}}}), "bad_field"},
+      {with({{"prompt", "a"}, {"return_kept", "yes"}}), "bad_field"},
       {with({{"messages", {{{"role", "robot"}, {"content", "x"}}}}}), "bad_field"},
       {with({{"messages", json::array()}}), "bad_field"},
       {with({{"tokens", {1, -2}}}), "bad_field"},
@@ -198,6 +201,9 @@ TEST(ProtocolTest, ReplyHeaders) {
   EXPECT_EQ(f["stats"]["stages"][0]["ms"], 12.346);
   EXPECT_DOUBLE_EQ(f["stats"]["decode_tok_s"].get<double>(), 100.0);
   EXPECT_TRUE(IsTerminal(f));
+  EXPECT_FALSE(f.contains("kept"));  // only when asked for (return_kept)
+  r.kept = {{"tokens", 10}, {"layers", json::array()}};
+  EXPECT_EQ(FinalHeader("r1", "full", r)["kept"]["tokens"], 10);
   json err = ErrorHeader("r1", Status(StatusCode::kResourceExhausted, "queue_full", "full"),
                          {{"queue_size", 4}}, 250);
   EXPECT_EQ(err["retryable"], true);

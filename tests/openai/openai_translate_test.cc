@@ -72,7 +72,8 @@ TEST(OpenAiRequestTest, ChatMapsEveryField) {
        {{"params", {{"select", {{"keep_ratio", 0.2}}}}},
         {"deadline_ms", 9000},
         {"top_k", 40},
-        {"ignore_eos", true}}}};
+        {"ignore_eos", true},
+        {"return_kept", true}}}};
   Parsed p = Chat(body, 5000);
   ASSERT_TRUE(p.status.ok()) << p.status.ToString();
   const GenerateRequest& g = p.request.generate;
@@ -97,6 +98,7 @@ TEST(OpenAiRequestTest, ChatMapsEveryField) {
   EXPECT_TRUE(g.stream);
   EXPECT_TRUE(p.request.stream);
   EXPECT_TRUE(p.request.include_usage);
+  EXPECT_TRUE(g.return_kept);
 }
 
 TEST(OpenAiRequestTest, Defaults) {
@@ -267,6 +269,19 @@ TEST(OpenAiResponseTest, ChatCompletionBody) {
   EXPECT_EQ(body["usage"]["sift"]["stages"][0]["ms"], 3.0);
   EXPECT_EQ(body["usage"]["sift"]["finish_reason"], "context_full");
   EXPECT_EQ(body["usage"]["sift"]["pipeline"], "recent");
+  EXPECT_FALSE(body.contains("sift"));  // `kept` only when the request asked for it
+}
+
+// return_kept: the final's `kept` becomes the response's top-level sift.kept, and in a stream
+// rides on the chunk with finish_reason.
+TEST(OpenAiResponseTest, KeptReportIsTheTopLevelSiftField) {
+  json final_header = Final();
+  final_header["kept"] = {{"tokens", 10}, {"layers", json::array()}};
+  OpenAiReply reply{OpenAiEndpoint::kChat, "chatcmpl-1", "full", 1, false};
+  EXPECT_EQ(CompletionBody(reply, final_header)["sift"]["kept"], final_header["kept"]);
+  EXPECT_EQ(FinishChunk(reply, final_header)["sift"]["kept"], final_header["kept"]);
+  EXPECT_FALSE(DeltaChunk(reply, "Bl", true).contains("sift"));
+  EXPECT_FALSE(UsageChunk(reply, final_header).contains("sift"));
 }
 
 TEST(OpenAiResponseTest, CompletionBodyAndChunks) {

@@ -26,7 +26,7 @@ bash "$ROOT/tools/setup.sh" venv
 command -v curl >/dev/null || skip "curl is not installed (bash tools/setup.sh deps)"
 [[ -f "$MODEL" ]] || skip "no model at $MODEL (bash tools/setup.sh model)"
 for f in bin/siftd bin/sift plugins/prefill_full.so plugins/decode_local.so plugins/keep_recent.so \
-         plugins/snapkv.so; do
+         plugins/snapkv.so plugins/streamingllm.so; do
   [[ -e "$BUILD/$f" ]] || skip "missing $BUILD/$f (build first)"
 done
 cd "$ROOT/tests/openai"

@@ -358,6 +358,43 @@ class Extension(unittest.TestCase):
             self.kept(extra_body={"sift": {"params": {"select": {"no_such_key": 1}}}})
         self.assertIn("no_such_key", e.exception.message)
 
+    def test_return_kept(self):
+        """sift.return_kept: what the pipeline kept, in the response's `sift.kept` (streamed: on
+        the chunk with finish_reason), and the same as SIFT/1's `kept` for the same request."""
+        client = D.client()
+        kw = dict(model="streamingllm", prompt=self.PROMPT, temperature=0, max_tokens=3)
+        plain = client.completions.create(**kw)
+        self.assertIsNone(getattr(plain, "sift", None))  # not asked for
+        r = client.completions.create(extra_body={"sift": {"return_kept": True}}, **kw)
+        self.assertEqual(r.choices[0].text, plain.choices[0].text)
+        kept = r.sift["kept"]
+        n = r.usage.prompt_tokens
+        self.assertEqual(kept["prompt_tokens"], n)
+        self.assertEqual(kept["tokens"], n)
+        self.assertNotIn("filtered_prompt", kept)
+        # StreamingLLM keeps the same positions in every layer and head: its 4 sinks and the
+        # most recent ones, as many in all as tokens_kept.
+        self.assertEqual(len(kept["layers"]), 1)
+        group = kept["layers"][0]
+        self.assertEqual(group["first"], 0)
+        recent = r.usage.sift["tokens_kept"] - 4
+        for head in group["heads"]:
+            self.assertEqual(head, [[0, 4], [n - recent, n]])
+        streamed = list(client.completions.create(
+            stream=True, extra_body={"sift": {"return_kept": True}}, **kw))
+        with_kept = [c for c in streamed if getattr(c, "sift", None)]
+        self.assertEqual(len(with_kept), 1)
+        self.assertEqual(with_kept[0].choices[0].finish_reason, r.choices[0].finish_reason)
+        self.assertEqual(with_kept[0].sift["kept"], kept)
+        out = subprocess.run([os.path.join(BUILD, "bin/sift"), "--endpoint", D.endpoint,
+                              "generate", "-p", "streamingllm", "--prompt", self.PROMPT, "-n", "3",
+                              "--json", "--kept"], capture_output=True, text=True, timeout=120)
+        self.assertEqual(out.returncode, 0, out.stderr)
+        self.assertEqual(json.loads(out.stdout)["kept"], kept)
+        with self.assertRaises(openai.BadRequestError) as e:
+            client.completions.create(extra_body={"sift": {"return_kept": 1}}, **kw)
+        self.assertEqual(e.exception.body["param"], "sift.return_kept")
+
     def test_unknown_extension_field(self):
         with self.assertRaises(openai.BadRequestError) as e:
             self.kept(extra_body={"sift": {"keep_ratio": 0.2}})

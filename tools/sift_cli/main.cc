@@ -95,6 +95,36 @@ void PrintError(const json& h) {
   }
 }
 
+// The `kept` report (return_kept) in a few lines: per layer group, each KV head's kept count
+// and its first ranges of positions; after a filter, the filtered prompt.
+void PrintKept(const json& kept) {
+  if (!kept.is_object()) return;
+  std::fprintf(stderr, "kept: positions of the %lld-token prompt the cache was built from\n",
+               static_cast<long long>(kept.value("tokens", 0)));
+  for (const json& g : kept.value("layers", json::array())) {
+    std::string heads;
+    for (const json& ranges : g.value("heads", json::array())) {
+      long long count = 0;
+      std::string shown;
+      for (size_t i = 0; i < ranges.size(); ++i) {
+        const long long b = ranges[i][0], e = ranges[i][1];
+        count += e - b;
+        if (i < 4) shown += (i ? "," : "") + std::to_string(b) + "-" + std::to_string(e - 1);
+      }
+      if (ranges.size() > 4) shown += ",...";
+      heads += (heads.empty() ? "" : "; ") + std::to_string(count) + " [" + shown + "]";
+    }
+    std::fprintf(stderr, "  layers %lld-%lld: %s\n", static_cast<long long>(g.value("first", 0)),
+                 static_cast<long long>(g.value("last", 0)), heads.c_str());
+  }
+  if (kept.contains("filtered_prompt")) {
+    std::fprintf(stderr, "filtered prompt (%lld of %lld tokens):\n%s\n",
+                 static_cast<long long>(kept.value("tokens", 0)),
+                 static_cast<long long>(kept.value("prompt_tokens", 0)),
+                 kept.value("filtered_prompt", "").c_str());
+  }
+}
+
 void PrintSummary(const json& f) {
   const json& s = f["stats"];
   const json& u = f["usage"];
@@ -118,6 +148,7 @@ void PrintSummary(const json& f) {
     }
     if (!line.empty()) std::fprintf(stderr, "stages: %s\n", line.c_str());
   }
+  PrintKept(f.value("kept", json()));
 }
 
 // generate's options.
@@ -126,7 +157,7 @@ struct GenerateArgs {
   std::vector<std::string> messages, stops, params;
   int64_t max_tokens = 128, top_k = 0, deadline_ms = 0, seed = 0;
   double temperature = 0, top_p = 1;
-  bool no_stream = false, as_json = false;
+  bool no_stream = false, as_json = false, kept = false;
 };
 
 void AddGenerateOptions(sift::cli::CommandLine& cl, GenerateArgs* g) {
@@ -149,7 +180,10 @@ void AddGenerateOptions(sift::cli::CommandLine& cl, GenerateArgs* g) {
       "deadline-ms", po::value(&g->deadline_ms)->default_value(0), "request deadline (0 = none)")(
       "id", po::value(&g->id), "request id (default: generated)")(
       "no-stream", po::bool_switch(&g->no_stream), "do not stream; print the text at the end")(
-      "json", po::bool_switch(&g->as_json), "print the final message as JSON");
+      "json", po::bool_switch(&g->as_json), "print the final message as JSON")(
+      "kept", po::bool_switch(&g->kept),
+      "ask what the pipeline kept (return_kept): the kept positions per layer group and, after "
+      "a filter, the filtered prompt");
 }
 
 // The request's input fields (context + question, prompt or messages) into `h`; "" or what is
@@ -198,6 +232,7 @@ std::string MakeGenerateHeader(GenerateArgs& g, json* h) {
       {"temperature", g.temperature}, {"top_k", g.top_k}, {"top_p", g.top_p}, {"seed", g.seed}};
   if (!g.stops.empty()) (*h)["stop"] = g.stops;
   if (g.deadline_ms > 0) (*h)["deadline_ms"] = g.deadline_ms;
+  if (g.kept) (*h)["return_kept"] = true;
   json overrides = json::object();
   for (const std::string& p : g.params) {
     const size_t dot = p.find('.'), eq = p.find('=');
