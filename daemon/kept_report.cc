@@ -37,10 +37,11 @@ json KeptReport(const RequestState& state, const Model& model) {
   if (!state.cache) return report;
   json groups = json::array();
   for (int64_t layer = 0; layer < state.cache->num_layers(); ++layer) {
-    const at::Tensor positions = state.cache->Positions(layer).contiguous();  // [Hkv, size], host
+    const at::Tensor positions = state.cache->Positions(layer).contiguous();  // [Hkv, size]
+    const int64_t* data = positions.data_ptr<int64_t>();  // host: positions are host metadata
     json heads = json::array();
     for (int64_t h = 0; h < positions.size(0); ++h) {
-      heads.push_back(Ranges(positions[h].data_ptr<int64_t>(), positions.size(1)));
+      heads.push_back(Ranges(data + h * positions.size(1), positions.size(1)));
     }
     if (!groups.empty() && groups.back()["heads"] == heads) {
       groups.back()["last"] = layer;
