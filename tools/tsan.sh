@@ -7,12 +7,15 @@
 # concurrent requests). The siftd processes those tests start are the TSan
 # build too, so a race in the daemon is reported from the daemon.
 #
-# usage: bash tools/tsan.sh [--build DIR] [--jobs N] [--tests FILTER] [--quick] [--keep-going]
+# usage: bash tools/tsan.sh [--build DIR] [--jobs N] [--suites LIST] [--tests FILTER] [--quick]
+#                           [--keep-going]
 #
 #   --build DIR    build folder (default build-tsan)
 #   --quick        only the front end and scheduler (test_daemon_unit) and join, leave, cancel,
 #                  deadline and KV-budget waits mid-batch through siftd (test_daemon_batching's
 #                  BatchFlowTest and KvBudgetTest); about 5 minutes once built
+#   --suites LIST  comma-separated test binaries of the list above to build and run (default:
+#                  all of them), e.g. test_daemon_unit,test_daemon_context_cache
 #   --jobs N       compile jobs (default: nproc)
 #   --tests FILTER a gtest filter for every suite (--gtest_filter), e.g. 'BatchFlow*'
 #   --keep-going   run every suite even after one fails (the default stops at the first)
@@ -31,14 +34,16 @@ ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 BUILD="$ROOT/build-tsan"
 JOBS="$(nproc)"
 TESTS=""
+SUITES=""
 QUICK=0
 KEEP_GOING=0
-usage() { sed -n '2,24p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//'; }
+usage() { sed -n '2,27p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//'; }
 while (($#)); do
   case "$1" in
     --build) BUILD="$2"; shift 2 ;;
     --jobs) JOBS="$2"; shift 2 ;;
     --tests) TESTS="$2"; shift 2 ;;
+    --suites) SUITES="$2"; shift 2 ;;
     --keep-going) KEEP_GOING=1; shift ;;
     --quick) QUICK=1; shift ;;
     -h|--help) usage; exit 0 ;;
@@ -60,6 +65,13 @@ fi
 TARGETS=(test_daemon_unit test_batch_engine test_daemon_batching test_daemon_model
          test_daemon_peer_limits test_daemon_context_cache)
 ((QUICK)) && TARGETS=(test_daemon_unit test_daemon_batching)
+if [[ -n "$SUITES" ]]; then
+  IFS=, read -r -a chosen <<< "$SUITES"
+  for c in "${chosen[@]}"; do
+    [[ " ${TARGETS[*]} " == *" $c "* ]] || { log "--suites: '$c' is not one of ${TARGETS[*]}"; exit 2; }
+  done
+  TARGETS=("${chosen[@]}")
+fi
 log "building ${TARGETS[*]} in $BUILD (-fsanitize=thread, $JOBS jobs)"
 cmake --build "$BUILD" -j "$JOBS" --target "${TARGETS[@]}"
 
