@@ -7,6 +7,7 @@
 // cancelled after its reuse leaves the cache serving.
 #include <signal.h>
 
+#include <atomic>
 #include <chrono>
 #include <cstdlib>
 #include <filesystem>
@@ -52,7 +53,7 @@ json Question(const std::string& question, const std::string& ship = "Marlow") {
       {{{"role", "user"}, {"content", Document(ship) + "\n\nQuestion: " + question}}});
 }
 
-int counter = 0;
+std::atomic<int> counter{0};  // request ids; Ask runs on several threads at once
 
 // One greedy, unstreamed request; the `final` or `error` reply ({"type": "timeout"} after 120 s).
 json Ask(const Daemon& d, const std::string& pipeline, const json& messages, int max_tokens = 12) {

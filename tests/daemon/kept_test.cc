@@ -3,6 +3,8 @@
 // received: every position for full KV, per-head sets with the observation window for SnapKV,
 // fewer positions in later layers for PyramidKV, and for GemFilter the filtered prompt as text.
 // Asking never changes the answer; not asking adds nothing to the `final`.
+#include <atomic>
+#include <chrono>
 #include <cstdlib>
 #include <set>
 #include <string>
@@ -35,7 +37,7 @@ std::string Document() {
   return text;
 }
 
-int counter = 0;
+std::atomic<int> counter{0};  // request ids
 
 // One greedy, unstreamed request with `extra` header fields; the `final` or `error` reply.
 json Ask(const Daemon& d, const std::string& pipeline, const json& extra) {
