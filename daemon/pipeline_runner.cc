@@ -51,11 +51,10 @@ Status CheckOverrideKeys(const std::string& pipeline, const std::vector<Resolved
 
 Status RunLocal(const ResolvedStage& stage, Stage& instance, const Model& model,
                 RequestState& state, StageContext& context, const LocalExecution& local) {
-  LocalHopJob job;
+  LocalHopJob job;  // its thread_state captures this thread's LibTorch state
   job.stage = &instance;
   job.model = &model;
   job.state = &state;
-  job.thread_state = at::ThreadLocalState();
   job.direct = local.direct ? &context : nullptr;
   job.kind = stage.plugin->kind();
   job.engine = local.engine;

@@ -21,6 +21,7 @@
 
 #include "client.h"
 #include "support/http_get.h"
+#include "support/sift_request.h"
 #include "support/siftd_process.h"
 #include "support/temp_dir.h"
 
@@ -33,6 +34,7 @@ using Daemon = sift::testing::SiftdProcess;
 using sift::client::SiftClient;
 using sift::testing::HttpGet;
 using sift::testing::MetricValue;
+using sift::testing::SendAndAwait;
 
 // A document of about 700 tokens: a ledger of deliveries, one fact per sentence. Another ship
 // gives another document from its first sentence on.
@@ -57,25 +59,13 @@ std::atomic<int> counter{0};  // request ids; Ask runs on several threads at onc
 
 // One greedy, unstreamed request; the `final` or `error` reply ({"type": "timeout"} after 120 s).
 json Ask(const Daemon& d, const std::string& pipeline, const json& messages, int max_tokens = 12) {
-  zmq::context_t ctx(1);
-  sift::client::ClientOptions o;
-  o.endpoint = d.endpoint();
-  SiftClient c(ctx, o);
-  const std::string id = pipeline + "-" + std::to_string(++counter);
-  c.Send({{"type", "generate"},
-          {"id", id},
-          {"pipeline", pipeline},
-          {"messages", messages},
-          {"sampling", {{"temperature", 0}}},
-          {"max_tokens", max_tokens},
-          {"stream", false}});
-  const auto end = Clock::now() + std::chrono::seconds(120);
-  json h;
-  while (Clock::now() < end) {
-    if (!c.Recv(&h, 100) || h.value("id", json()) != id) continue;
-    if (h["type"] == "final" || h["type"] == "error") return h;
-  }
-  return {{"type", "timeout"}};
+  return SendAndAwait(d.endpoint(), {{"type", "generate"},
+                                     {"id", pipeline + "-" + std::to_string(++counter)},
+                                     {"pipeline", pipeline},
+                                     {"messages", messages},
+                                     {"sampling", {{"temperature", 0}}},
+                                     {"max_tokens", max_tokens},
+                                     {"stream", false}});
 }
 
 int64_t Cached(const json& final) {

@@ -12,15 +12,13 @@
 
 #include <gtest/gtest.h>
 
-#include "client.h"
+#include "support/sift_request.h"
 #include "support/siftd_process.h"
 
 namespace {
 
 using json = nlohmann::json;
-using Clock = std::chrono::steady_clock;
 using Daemon = sift::testing::SiftdProcess;
-using sift::client::SiftClient;
 
 // About 700 tokens of one-fact sentences, and a question about one of them (sent as SIFT/1's
 // context and question, so that the question span is the question alone).
@@ -41,24 +39,12 @@ std::atomic<int> counter{0};  // request ids
 
 // One greedy, unstreamed request with `extra` header fields; the `final` or `error` reply.
 json Ask(const Daemon& d, const std::string& pipeline, const json& extra) {
-  zmq::context_t ctx(1);
-  sift::client::ClientOptions o;
-  o.endpoint = d.endpoint();
-  SiftClient c(ctx, o);
-  const std::string id = pipeline + "-" + std::to_string(++counter);
-  json h = {{"type", "generate"},    {"id", id},
+  json h = {{"type", "generate"},    {"id", pipeline + "-" + std::to_string(++counter)},
             {"pipeline", pipeline},  {"context", Document()},
             {"question", kQuestion}, {"max_tokens", 8},
             {"stream", false},       {"sampling", {{"temperature", 0}}}};
   h.update(extra);
-  c.Send(h);
-  const auto end = Clock::now() + std::chrono::seconds(120);
-  json r;
-  while (Clock::now() < end) {
-    if (!c.Recv(&r, 100) || r.value("id", json()) != id) continue;
-    if (r["type"] == "final" || r["type"] == "error") return r;
-  }
-  return {{"type", "timeout"}};
+  return sift::testing::SendAndAwait(d.endpoint(), h);
 }
 
 // Positions in one head's ranges; checks they are sorted, disjoint and inside [0, n).
