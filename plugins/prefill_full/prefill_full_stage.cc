@@ -6,8 +6,8 @@
 #include <string>
 #include <vector>
 
+#include "prefill/prefix_reuse.h"
 #include "prefill/prompt_check.h"
-#include "sift/prefix_cache.h"
 
 namespace sift::plugins {
 namespace {
@@ -56,26 +56,6 @@ void Merge(AttentionStats& acc, AttentionStats&& part) {
   }
 }
 
-// How many leading prompt tokens may come from the prefix cache without changing what this
-// prefill computes: at most n - 1 (the last token's logits are computed here) and none of the
-// rows a statistic reads: a window's last rows, the rows from max_from_query on; H2O's column
-// sums read every row, so nothing is reused for them. The last-query statistics read the last
-// row, which is always computed.
-int64_t ReusableTokens(const RequestPlan& plan, int64_t n) {
-  int64_t limit = n - 1;
-  for (const auto& [layer, r] : plan.stats) {
-    if (r.column_sum) return 0;
-    if (r.window > 0) limit = std::min(limit, n - r.window);
-    if (r.max_from_query >= 0) limit = std::min(limit, r.max_from_query);
-  }
-  return std::max<int64_t>(0, limit);
-}
-
-bool SameShape(const KvCacheShape& a, const KvCacheShape& b) {
-  return a.num_layers == b.num_layers && a.num_kv_heads == b.num_kv_heads &&
-         a.head_dim == b.head_dim && a.dtype == b.dtype && a.device == b.device;
-}
-
 }  // namespace
 
 PrefillFullStage::PrefillFullStage(const StageParams& params, const Model& model)
@@ -93,21 +73,10 @@ Status PrefillFullStage::Run(const Model& model, RequestState& state, StageConte
   const PrefixCacheAccess shared = prefix_cache_ ? context.prefix_cache() : PrefixCacheAccess{};
   // A cached prefix of the prompt, else a fresh cache; sized once for the prompt and the answer
   // either way: decode appends into free slots.
-  std::unique_ptr<KvCache> cache;
-  int64_t reused = 0;
-  if (shared.cache != nullptr) {
-    try {
-      auto hit = shared.cache->Lookup(shared.scope, state.tokens, ReusableTokens(state.plan, n),
-                                      max_tokens);
-      if (hit && SameShape(hit->cache.shape(), model.CacheShape())) {
-        reused = hit->tokens;
-        cache = std::make_unique<KvCache>(std::move(hit->cache));
-      }
-    } catch (const std::exception&) {
-      reused = 0;  // no memory for the copy: prefill the whole prompt
-    }
-  }
-  if (cache == nullptr) cache = std::make_unique<KvCache>(model.NewCache());
+  PrefixStart start = StartFromPrefixCache(
+      shared, state.tokens, ReusableTokens(state.plan.stats, n), max_tokens, model.CacheShape());
+  std::unique_ptr<KvCache> cache = std::move(start.cache);
+  const int64_t reused = start.reused;
   cache->set_headroom(max_tokens);
   for (int64_t l = 0; l < layers; ++l) cache->Reserve(l, n - reused);
   // The pipeline's chunk_size, else the host's slice (chunks attend to the cache the earlier ones
@@ -145,15 +114,9 @@ Status PrefillFullStage::Run(const Model& model, RequestState& state, StageConte
   }
   context.Progress("prefill", total_steps, total_steps);
 
-  if (shared.cache != nullptr) {
-    try {
-      shared.cache->Insert(shared.scope, state.tokens, *cache);
-    } catch (const std::exception&) {
-      // No memory for the copy: the request goes on, the prompt is not cached.
-    }
-  }
+  StoreInPrefixCache(shared, state.tokens, *cache);
   state.AdoptPrefill(std::move(cache), std::move(logits), std::move(stats));
-  state.cached_tokens = reused;
+  state.cached_tokens += reused;
   return Status::Ok();
 }
 

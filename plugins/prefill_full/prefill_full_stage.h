@@ -20,7 +20,7 @@
 // What may be reused (docs/context-cache.md): at most n - 1 tokens (the last token's logits are
 // computed) and no row a later stage's statistics read (a window's rows: SnapKV, PyramidKV,
 // ChunkKV); a plan asking for column sums over every row (H2O) reuses nothing.
-// state.cached_tokens says how many prompt tokens came from the cache.
+// state.cached_tokens grows by the prompt tokens that came from the cache (prefill/prefix_reuse.h).
 //
 // Before every layer of every chunk (but the first) it calls context.Yield(), so siftd runs the
 // other requests' decode steps there, and checks cancellation; progress is reported per layer as

@@ -10,8 +10,9 @@
 //             (ResetForNewTokens), and prompt_length keeps the original length.
 //   products  cache, next_position, last_logits, layer_stats, kept_indices: a prefill sets them
 //             (AdoptPrefill, or AdoptScores for a scoring-only pass); select and reuse edit the
-//             cache and kept_indices; decode appends to the cache. cached_tokens: a prefill that
-//             started from the host's prefix cache says how many prompt tokens it took from it.
+//             cache and kept_indices; decode appends to the cache. cached_tokens: every prefill
+//             that started from the host's prefix cache adds the prompt tokens it took from it
+//             (a filter's scoring pass included; a filter or a later prefill keeps the count).
 //   plan      every stage's Plan(), before any stage runs; read-only in Run().
 //   result    decode.
 //   stats     the pipeline runner only, after each stage (RecordStageCost, sift/cost_report.h);
@@ -87,7 +88,8 @@ struct RequestState {
   int64_t next_position = 0;                      // RoPE position of the next token to decode
   at::Tensor last_logits;                         // [vocab] fp32 after the last prompt token
   std::map<int64_t, AttentionStats> layer_stats;  // per layer, as the plan asked
-  int64_t cached_tokens = 0;  // prompt tokens whose KV came from the prefix cache (not prefilled)
+  int64_t cached_tokens = 0;  // prompt tokens whose KV came from the prefix cache, summed over
+                              // the request's prefills (kept through filters and prefills)
 
   // ---- selection products ----
   std::map<int64_t, at::Tensor> kept_indices;  // per layer: [Hkv, m] indices kept (sorted)
@@ -101,8 +103,8 @@ struct RequestState {
   // copy never shows in this state. For running several continuations of one prefill.
   RequestState Clone() const;
 
-  // Drops everything computed from the prompt: cache, next_position, last_logits, layer_stats,
-  // cached_tokens and kept_indices. Input, plan, result and stats stay.
+  // Drops everything computed from the prompt: cache, next_position, last_logits, layer_stats
+  // and kept_indices. Input, plan, cached_tokens, result and stats stay.
   void DropProducts();
 
   // What a filter does: the prompt becomes `new_tokens` with the question at `new_question_begin`
@@ -112,7 +114,7 @@ struct RequestState {
 
   // What a prefill of the whole prompt ends with: takes the cache, the logits after the last
   // prompt token and the statistics it collected; next_position = tokens.size(); kept_indices
-  // are dropped and cached_tokens is 0 (a prefill that reused cached KV sets it after);
+  // are dropped (cached_tokens stays: a prefill that reused cached KV adds to it after);
   // prompt_length is set to tokens.size() if unset.
   void AdoptPrefill(std::unique_ptr<KvCache> new_cache, at::Tensor new_last_logits,
                     std::map<int64_t, AttentionStats> new_layer_stats);

@@ -43,7 +43,6 @@ void RequestState::DropProducts() {
   next_position = 0;
   last_logits = at::Tensor();
   layer_stats.clear();
-  cached_tokens = 0;
   kept_indices.clear();
 }
 
@@ -61,7 +60,6 @@ void RequestState::AdoptPrefill(std::unique_ptr<KvCache> new_cache, at::Tensor n
   last_logits = std::move(new_last_logits);
   next_position = n;
   layer_stats = std::move(new_layer_stats);
-  cached_tokens = 0;
   kept_indices.clear();
   if (prompt_length == 0) prompt_length = n;
 }
