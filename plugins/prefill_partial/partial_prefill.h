@@ -8,6 +8,13 @@
 // pass-1 memory is one layer's activations plus one layer's keys. Any other statistic at R runs
 // the full layer R. Layers after R are never touched.
 //
+// With a cache (options.cache: R + 1 layers) the pass keeps the keys and values of layers 0..R
+// in it, so that the prompt can be stored in the host's prefix cache, and a cache that already
+// holds the KV of tokens [0, options.cached) (a cached prefix) lets only the rest run: causal
+// attention makes those layers' KV of a prefix independent of what follows it. The caller
+// reuses no row a statistic reads (prefill/prefix_reuse.h, ReusableTokens). Layer R's keys are
+// then read from the cache (its dtype), not from the fp32 projection.
+//
 // THREADING: pure function of its inputs (the model is const).
 // ERRORS:    throws sift::Error for an empty prompt or request map, or a layer out of range;
 //            `cancelled` (may be empty) is polled before each layer and, when it returns true,
@@ -27,6 +34,8 @@ namespace sift::plugins {
 
 struct PartialPrefillOptions {
   int64_t block_size = 256;  // attention query block
+  KvCache* cache = nullptr;  // optional: R + 1 layers, the first `cached` entries of each filled
+  int64_t cached = 0;        // prompt tokens already in `cache` (only the rest runs)
   std::function<bool()> cancelled;
   std::function<void(int64_t done, int64_t total)> progress;
 };

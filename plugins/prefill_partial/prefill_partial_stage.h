@@ -1,5 +1,5 @@
-// PrefillPartialStage: a prefill that runs the prompt through the first layers only and keeps
-// no KV cache (GemFilter pass 1; see partial_prefill.h).
+// PrefillPartialStage: a prefill that runs the prompt through the first layers only and hands
+// no KV cache on (GemFilter pass 1; see partial_prefill.h).
 //
 // The depth comes from the plan: the deepest layer a later stage (the gemfilter filter) asked
 // statistics of, r (0-based, so r + 1 layers run, as the paper's code `layers[:r+1]`). Layer r
@@ -8,7 +8,17 @@
 // prefill must follow); prompt_length is set if unset.
 //
 // Parameters:
-//   block_size  int in [1, 65536], default 256   attention query block
+//   block_size    int in [1, 65536], default 256   attention query block
+//   prefix_cache  bool, default true               use the host's prefix cache
+//                                                  (StageContext::prefix_cache())
+//
+// With the host's prefix cache the pass keeps the KV of layers 0..r while it runs, starts from
+// the longest cached prefix of the prompt (the same depth r; at most n - 1 tokens, none a
+// statistic reads) and stores its own prompt for later requests: a second question about a
+// cached document runs only the question through layers 0..r (docs/context-cache.md). The
+// cache is dropped when the pass ends; state.cached_tokens grows by the tokens reused. Without
+// the prefix cache (a remote worker, prefix_cache = false) nothing is kept: one layer's
+// activations and keys at a time.
 //
 // Cancellation is checked and context.Yield() called before every layer (siftd runs other
 // requests' decode steps there).
@@ -32,6 +42,7 @@ class PrefillPartialStage : public Stage {
 
  private:
   int64_t block_size_;
+  bool prefix_cache_;
 };
 
 }  // namespace sift::plugins

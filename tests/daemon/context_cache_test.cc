@@ -2,9 +2,10 @@
 // plugins, fp32 so that "the same answer" means identical): a second question about one
 // document reuses the document's KV and answers exactly as a daemon without the cache does; the
 // query-aware selections reuse all but their observation window, H2O (column sums over every
-// row) nothing; concurrent requests share one cached prefix; a small KV budget evicts instead of
-// growing; a hot-reloaded prefill plugin never serves its old generation's entries; a request
-// cancelled after its reuse leaves the cache serving.
+// row) nothing; GemFilter's scoring pass reuses the document's first layers; concurrent requests
+// share one cached prefix; a small KV budget evicts instead of growing; a hot-reloaded prefill
+// plugin never serves its old generation's entries; a request cancelled after its reuse leaves
+// the cache serving.
 #include <signal.h>
 
 #include <atomic>
@@ -57,15 +58,27 @@ json Question(const std::string& question, const std::string& ship = "Marlow") {
 
 std::atomic<int> counter{0};  // request ids; Ask runs on several threads at once
 
-// One greedy, unstreamed request; the `final` or `error` reply ({"type": "timeout"} after 120 s).
-json Ask(const Daemon& d, const std::string& pipeline, const json& messages, int max_tokens = 12) {
-  return SendAndAwait(d.endpoint(), {{"type", "generate"},
-                                     {"id", pipeline + "-" + std::to_string(++counter)},
-                                     {"pipeline", pipeline},
-                                     {"messages", messages},
-                                     {"sampling", {{"temperature", 0}}},
-                                     {"max_tokens", max_tokens},
-                                     {"stream", false}});
+// One greedy, unstreamed request (stage parameter overrides `params`, if any); the `final` or
+// `error` reply ({"type": "timeout"} after 120 s). `prompt`: the request's messages, or its
+// SIFT/1 context and question.
+json Ask(const Daemon& d, const std::string& pipeline, const json& prompt, int max_tokens = 12,
+         const json& params = nullptr) {
+  json header = {{"type", "generate"},       {"id", pipeline + "-" + std::to_string(++counter)},
+                 {"pipeline", pipeline},     {"sampling", {{"temperature", 0}}},
+                 {"max_tokens", max_tokens}, {"stream", false}};
+  if (prompt.is_array()) {
+    header["messages"] = prompt;
+  } else {
+    header.update(prompt);
+  }
+  if (!params.is_null()) header["params"] = params;
+  return SendAndAwait(d.endpoint(), header);
+}
+
+// The document as SIFT/1's context and a question: the question span is the question alone
+// (with messages it is the whole last user message, which a filter always keeps).
+json ContextAndQuestion(const std::string& question) {
+  return {{"context", Document()}, {"question", question}};
 }
 
 int64_t Cached(const json& final) {
@@ -149,6 +162,34 @@ TEST_F(ContextCacheTest, SelectionReusesAllButItsWindowAndH2oNothing) {
   ASSERT_EQ(h2o["type"], "final") << h2o.dump();
   EXPECT_EQ(Cached(h2o), 0);
   EXPECT_EQ(h2o["text"], Ask(*fresh_, "h2o", Question(kQuestions[3]))["text"]);
+}
+
+TEST_F(ContextCacheTest, GemFilterReusesItsScoringPassOverTheDocument) {
+  // GemFilter's pass 1 (prefill_partial, layers 0..r) files its own entries: a second question
+  // runs only the question through those layers; the filter and the final prefill of the kept
+  // tokens run as always, so the answer, the kept tokens and their count equal a fresh daemon's.
+  const json params = {{"filter", {{"topk", 200}}}};
+  const json first = Ask(*cached_, "gemfilter", ContextAndQuestion(kQuestions[0]), 12, params);
+  ASSERT_EQ(first["type"], "final") << first.dump();
+  EXPECT_EQ(Cached(first), 0);
+  const double hits = Metric(*cached_, "sift_prefix_cache_hits_total");
+  const json second = Ask(*cached_, "gemfilter", ContextAndQuestion(kQuestions[1]), 12, params);
+  ASSERT_EQ(second["type"], "final") << second.dump();
+  const int64_t prompt = second["usage"]["prompt_tokens"];
+  EXPECT_GT(Cached(second), prompt - 30) << second.dump();
+  EXPECT_LT(Cached(second), prompt);
+  EXPECT_EQ(Metric(*cached_, "sift_prefix_cache_hits_total"), hits + 1);
+  EXPECT_EQ(second["stats"]["tokens_kept"], 200) << second.dump();
+  const json reference = Ask(*fresh_, "gemfilter", ContextAndQuestion(kQuestions[1]), 12, params);
+  ASSERT_EQ(reference["type"], "final") << reference.dump();
+  EXPECT_EQ(Cached(reference), 0);
+  EXPECT_EQ(second["text"], reference["text"]);
+  // A request that turns the pass's cache off runs the whole document through it again.
+  const json no_cache = Ask(*cached_, "gemfilter", ContextAndQuestion(kQuestions[1]), 12,
+                            {{"filter", {{"topk", 200}}}, {"pass1", {{"prefix_cache", false}}}});
+  ASSERT_EQ(no_cache["type"], "final") << no_cache.dump();
+  EXPECT_EQ(Cached(no_cache), 0);
+  EXPECT_EQ(no_cache["text"], reference["text"]);
 }
 
 TEST_F(ContextCacheTest, ConcurrentRequestsShareOneCachedPrefix) {

@@ -90,5 +90,50 @@ TEST(PartialPrefill, LastQueryScoresMatchFullForward) {
   EXPECT_TRUE(at::allclose(got.at(2).last_query, want.at(2).last_query, 1e-4, 1e-6));
 }
 
+// With a cache the pass keeps layers 0..r's KV; a second run that starts from the first run's
+// prefix (the prefix cache's case) runs only the rest and scores as the whole pass does, and
+// its cache holds what a whole run's would.
+TEST(PartialPrefill, StartingFromACachedPrefixScoresAsTheWholePass) {
+  SIFT_FILTERS_REQUIRE_MODEL();
+  const Model& model = *Fp32Model();
+  int64_t qb = 0;
+  const std::vector<TokenId> tokens = FillerPrompt(model, 8, &qb);
+  const int64_t n = static_cast<int64_t>(tokens.size()), prefix = n - 12;
+  AttentionStatsRequest raw;
+  raw.last_query_logit_sum = true;
+  std::map<int64_t, AttentionStats> whole;
+  ASSERT_TRUE(PartialPrefill(model, tokens, {{4, raw}}, {}, &whole));
+
+  KvCacheShape shape = model.CacheShape();
+  shape.num_layers = 5;
+  KvCache first(shape);
+  PartialPrefillOptions o;
+  o.cache = &first;
+  std::map<int64_t, AttentionStats> got;
+  ASSERT_TRUE(PartialPrefill(model, tokens, {{4, raw}}, o, &got));
+  for (int64_t l = 0; l < 5; ++l) EXPECT_EQ(first.size(l), n);
+  EXPECT_TRUE(
+      at::allclose(got.at(4).last_query_logit_sum, whole.at(4).last_query_logit_sum, 1e-3, 1e-3));
+
+  KvCache second = first.ClonePrefix(prefix, n - prefix);
+  o.cache = &second;
+  o.cached = prefix;
+  std::map<int64_t, AttentionStats> resumed;
+  ASSERT_TRUE(PartialPrefill(model, tokens, {{4, raw}}, o, &resumed));
+  const at::Tensor a = resumed.at(4).last_query_logit_sum, b = whole.at(4).last_query_logit_sum;
+  ASSERT_EQ(a.sizes(), b.sizes());
+  EXPECT_TRUE(at::allclose(a, b, 1e-3, 1e-3)) << (a - b).abs().max().item<float>();
+  for (int64_t l = 0; l < 5; ++l) {
+    EXPECT_EQ(second.size(l), n);
+    EXPECT_TRUE(at::allclose(second.Keys(l), first.Keys(l), 1e-4, 1e-5)) << "layer " << l;
+    EXPECT_TRUE(at::allclose(second.Values(l), first.Values(l), 1e-4, 1e-5)) << "layer " << l;
+  }
+  // A cache of the wrong depth is a caller's error.
+  KvCache shallow(model.CacheShape());
+  o.cache = &shallow;
+  o.cached = 0;
+  EXPECT_THROW(PartialPrefill(model, tokens, {{4, raw}}, o, &got), Error);
+}
+
 }  // namespace
 }  // namespace sift::plugins

