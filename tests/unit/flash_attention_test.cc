@@ -137,9 +137,9 @@ TEST(FlashAttentionTest, QueryThatSeesNoKeyIsAnError) {
 
 TEST(FlashAttentionTest, EveryInstructionSetLevelAgrees) {
   // Direct calls of each variant this CPU can run. The shapes cover both paths of the bf16
-  // dot-product variant: items with few rows (decode: one query's GQA group of 3 or 7 rows, two
-  // queries of a 3-row group; keys in the vector lanes) and the general one (rows in the lanes),
-  // with head dims 64 and 128, partial key tiles and a Λ mask.
+  // dot-product variant and of the AVX2 one (fp32 products): items with few rows (decode: one
+  // query's GQA group of 3 or 7 rows, two queries of a 3-row group; keys in the vector lanes) and
+  // the general one (rows in the lanes), with head dims 64 and 128, partial key tiles and a Λ mask.
   struct Shape {
     int64_t nq, nk, hq, hkv, hd, sink = 0, window = 0;
   };
