@@ -224,13 +224,10 @@ SIFT_INLINE void DotRow(const uint8_t* row, int64_t cols, const Int8Activations&
 template <class S, class T>
 void DotInt8(const uint8_t* rows, int64_t row_bytes, int64_t nrows, int64_t cols,
              const Int8Activations& a, int64_t n, float* y, int64_t ldy) {
-  for (int64_t r = 0; r < nrows; ++r) {
-    const uint8_t* row = rows + r * row_bytes;
-    if (n > 1) PrefetchRow(row + kPrefetchRows * row_bytes, row_bytes, rows + nrows * row_bytes);
-    ForRowGroups<S::kMaxRows>(n, [&](auto count, int64_t j) {
-      DotRow<S, T, decltype(count)::value>(row, cols, a.Rows(j), y + j * ldy + r, ldy);
-    });
-  }
+  ForTiles<S::kMaxRows>(
+      rows, row_bytes, nrows, n, [&](const uint8_t* row, int64_t r, auto count, int64_t j) {
+        DotRow<S, T, decltype(count)::value>(row, cols, a.Rows(j), y + j * ldy + r, ldy);
+      });
 }
 
 #undef SIFT_UNROLL
