@@ -129,7 +129,9 @@ TEST(KvBudget, CachedBytesGiveWayToRequests) {
     done = true;
   });
   while (budget.waiting() == 0 && !done) std::this_thread::sleep_for(std::chrono::milliseconds(1));
-  if (!done) EXPECT_FALSE(budget.TryReserveCached(10));
+  if (!done) {
+    EXPECT_FALSE(budget.TryReserveCached(10));
+  }
   budget.Release(50);  // the first request ends (the waiter has evicted the last entry)
   waiter.join();
   EXPECT_EQ(budget.cached(), 0);
