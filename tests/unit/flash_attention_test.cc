@@ -10,9 +10,12 @@
 
 #include <cmath>
 #include <limits>
+#include <memory>
 #include <string>
 
+#include "decode_attention.h"
 #include "sift/attention.h"
+#include "sift/kv_cache.h"
 
 namespace sift {
 namespace {
@@ -90,6 +93,83 @@ TEST(FlashAttentionTest, CompressedCacheWithPerHeadPositions) {
   // Queries inside the cached range see only the keys at or before their position.
   c.q_pos = at::tensor({100, 250, 499}, at::kLong);
   EXPECT_LT(MaxError(c, at::kFloat, at::kFloat), 2e-5);
+}
+
+// A decode batch: one query per request, each over its own cache (lengths from 1 to 900 keys, one
+// cache compressed per head, storage with free slots), appended to row by row as Model::DecodeStep
+// does. One call for the batch equals each request's own Attention call bit for bit, at one and
+// four threads (few items: each request on its own with its keys split; many: one flat region).
+TEST(FlashAttentionTest, DecodeBatchEqualsEachRequestAlone) {
+  const int64_t hq = 9, hkv = 3, hd = 64;
+  for (at::ScalarType dtype : {at::kFloat, at::kBFloat16}) {
+    for (int threads : {1, 4}) {
+      at::set_num_threads(threads);
+      for (int64_t count : {1, 2, 5, 12}) {
+        at::manual_seed(100 + count);
+        std::vector<std::unique_ptr<KvCache>> caches;
+        std::vector<KvCache*> ptrs;
+        std::vector<int64_t> positions;
+        for (int64_t i = 0; i < count; ++i) {
+          const int64_t len = (i * 397) % 900 + 1;
+          caches.push_back(std::make_unique<KvCache>(KvCacheShape{1, hkv, hd, dtype}));
+          KvCache& cache = *caches.back();
+          cache.set_headroom(40);
+          at::Tensor pos = at::arange(len, at::kLong).unsqueeze(0).expand({hkv, len});
+          if (i % 3 == 1 && len > 10) {
+            // Compressed per head: each head keeps its own sorted subset of 2 x len positions.
+            std::vector<at::Tensor> heads;
+            for (int64_t h = 0; h < hkv; ++h) {
+              heads.push_back(std::get<0>(at::randperm(2 * len).narrow(0, 0, len).sort()));
+            }
+            pos = at::stack(heads);
+          }
+          cache.Set(0, at::randn({hkv, len, hd}).to(dtype), at::randn({hkv, len, hd}).to(dtype),
+                    pos.contiguous());
+          positions.push_back(pos.max().item<int64_t>() + 1);
+          // This step's key: appended as DecodeStep does (fp32 rows of a wider buffer).
+          const at::Tensor qkv = at::randn({1, 2 * hkv * hd + 5});
+          cache.Append(0, qkv.narrow(1, 0, hkv * hd).view({1, hkv, hd}),
+                       qkv.narrow(1, hkv * hd, hkv * hd).view({1, hkv, hd}),
+                       at::tensor({positions.back()}, at::kLong));
+          ptrs.push_back(&cache);
+        }
+        const at::Tensor q = at::randn({count, hq, hd}).to(dtype);
+        const at::Tensor pos = at::tensor(positions, at::kLong);
+        const at::Tensor batch = DecodeAttention(q, pos, ptrs, 0, {});
+        ASSERT_EQ(batch.sizes(), q.sizes());
+        for (int64_t i = 0; i < count; ++i) {
+          const KvCache& cache = *ptrs[static_cast<size_t>(i)];
+          const at::Tensor alone = Attention(q.narrow(0, i, 1), cache.Keys(0), cache.Values(0),
+                                             pos.narrow(0, i, 1), cache.Positions(0), {});
+          EXPECT_TRUE(at::equal(batch.narrow(0, i, 1), alone))
+              << dtype << " threads " << threads << " batch " << count << " request " << i;
+          AttentionOptions torch;
+          torch.kernel = AttentionKernel::kTorch;
+          const at::Tensor ref =
+              AttentionReference(q.narrow(0, i, 1).to(at::kFloat), cache.Keys(0).to(at::kFloat),
+                                 cache.Values(0).to(at::kFloat), pos.narrow(0, i, 1),
+                                 cache.Positions(0).contiguous(), torch);
+          EXPECT_LT((batch.narrow(0, i, 1).to(at::kFloat) - ref).abs().max().item<double>(),
+                    dtype == at::kFloat ? 2e-5 : 0.05);
+        }
+      }
+    }
+  }
+}
+
+// A row appended on the host (the decode step's fast path) holds what copy_ would have written,
+// fp32 into an fp32 or a bf16 cache (rounded to nearest even).
+TEST(FlashAttentionTest, HostAppendEqualsCopy) {
+  for (at::ScalarType dtype : {at::kFloat, at::kBFloat16}) {
+    KvCache cache(KvCacheShape{1, 2, 64, dtype});
+    const at::Tensor wide = at::randn({3, 2 * 64 + 7}) * 1000;
+    const at::Tensor k = wide.narrow(1, 0, 128).view({3, 2, 64});
+    const at::Tensor v = wide.narrow(1, 7, 128).view({3, 2, 64});
+    cache.Append(0, k, v, at::tensor({4, 5, 9}, at::kLong));
+    EXPECT_TRUE(at::equal(cache.Keys(0), k.transpose(0, 1).to(dtype)));
+    EXPECT_TRUE(at::equal(cache.Values(0), v.transpose(0, 1).to(dtype)));
+    EXPECT_TRUE(at::equal(cache.Positions(0)[1], at::tensor({4, 5, 9}, at::kLong)));
+  }
 }
 
 TEST(FlashAttentionTest, Bf16AndMixedDtypes) {

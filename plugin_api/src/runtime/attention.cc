@@ -11,6 +11,7 @@
 #include <mutex>
 
 #include "cpu/flash_attention.h"
+#include "decode_attention.h"
 #include "sift/error.h"
 #include "sift/host.h"
 #include "tensor_util.h"
@@ -98,11 +99,11 @@ bool UseCpuKernel(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v,
          v.stride(2) == 1 && q.numel() > 0 && k.size(1) > 0;
 }
 
-at::Tensor CpuKernelAttention(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v,
-                              const at::Tensor& q_pos, const at::Tensor& k_pos,
-                              const AttentionOptions& options) {
-  const at::Tensor qp = Contiguous(q_pos), kp = Contiguous(k_pos);
-  at::Tensor out = at::empty(q.sizes(), q.options());
+// The CPU kernel's arguments for q against k, v into out (host tensors UseCpuKernel accepted;
+// positions on the host, k_pos [nk] or [hkv, nk] with unit stride along the keys).
+cpu::FlashAttentionArgs KernelArgs(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v,
+                                   const at::Tensor& q_pos, const at::Tensor& k_pos,
+                                   const AttentionOptions& options, const at::Tensor& out) {
   cpu::FlashAttentionArgs a;
   auto elem = [](const at::Tensor& t) {
     return t.scalar_type() == at::kBFloat16 ? cpu::ElemType::kBF16 : cpu::ElemType::kF32;
@@ -118,9 +119,9 @@ at::Tensor CpuKernelAttention(const at::Tensor& q, const at::Tensor& k, const at
   a.k_stride_row = k.stride(1);
   a.v_stride_head = v.stride(0);
   a.v_stride_row = v.stride(1);
-  a.q_pos = qp.data_ptr<int64_t>();  // host: positions
-  a.k_pos = kp.data_ptr<int64_t>();  // host: positions
-  a.k_pos_stride_head = kp.dim() == 2 ? kp.size(1) : 0;
+  a.q_pos = q_pos.data_ptr<int64_t>();  // host: positions
+  a.k_pos = k_pos.data_ptr<int64_t>();  // host: positions
+  a.k_pos_stride_head = k_pos.dim() == 2 ? k_pos.stride(0) : 0;
   a.out = out.data_ptr();  // host: the CPU kernel's output
   a.out_stride_row = out.stride(0);
   a.out_stride_head = out.stride(1);
@@ -132,7 +133,21 @@ at::Tensor CpuKernelAttention(const at::Tensor& q, const at::Tensor& k, const at
   a.scale = static_cast<float>(Scale(options, a.hd));
   a.sink = options.sink;
   a.window = options.window;
-  cpu::FlashAttention(a);
+  return a;
+}
+
+// Key positions as the kernel reads them: a cache's [hkv, size] view of its [hkv, capacity]
+// rows is used in place (its rows are contiguous), anything else made contiguous.
+at::Tensor KernelKeyPositions(const at::Tensor& k_pos) {
+  return k_pos.dim() == 2 && k_pos.stride(1) == 1 ? k_pos : Contiguous(k_pos);
+}
+
+at::Tensor CpuKernelAttention(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v,
+                              const at::Tensor& q_pos, const at::Tensor& k_pos,
+                              const AttentionOptions& options) {
+  const at::Tensor qp = Contiguous(q_pos), kp = KernelKeyPositions(k_pos);
+  at::Tensor out = at::empty(q.sizes(), q.options());
+  cpu::FlashAttention(KernelArgs(q, k, v, qp, kp, options, out));
   return out;
 }
 
@@ -340,6 +355,45 @@ at::Tensor Attention(const at::Tensor& q, const at::Tensor& k, const at::Tensor&
                      at::Tensor());
   }
   return out;
+}
+
+at::Tensor DecodeAttention(const at::Tensor& q, const at::Tensor& positions,
+                           const std::vector<KvCache*>& caches, int64_t layer,
+                           const AttentionOptions& options) {
+  const int64_t n = q.size(0);
+  SIFT_CHECK(q.dim() == 3 && positions.dim() == 1 && positions.size(0) == n &&
+                 static_cast<int64_t>(caches.size()) == n,
+             "DecodeAttention: q ", q.sizes(), ", positions ", positions.sizes(), " and ",
+             caches.size(), " caches (need q [n, hq, hd], n positions and n caches)");
+  const at::Tensor pos = HostPositions(positions);
+  const bool cpu = q.is_cpu();
+  at::Tensor out = cpu ? at::empty(q.sizes(), q.options()) : at::Tensor();
+  // Every row on the CPU kernel in one parallel region when all of them can take it.
+  std::vector<cpu::FlashAttentionArgs> args;
+  std::vector<at::Tensor> key_positions;  // what args' k_pos point into
+  args.reserve(static_cast<size_t>(n));
+  key_positions.reserve(static_cast<size_t>(n));
+  for (int64_t i = 0; i < n && cpu; ++i) {
+    const KvCache& cache = *caches[static_cast<size_t>(i)];
+    const at::Tensor k = cache.Keys(layer), v = cache.Values(layer);
+    const at::Tensor qi = q.narrow(0, i, 1), pi = pos.narrow(0, i, 1);
+    key_positions.push_back(KernelKeyPositions(cache.Positions(layer)));
+    CheckShapes(qi, k, v, pi, key_positions.back());
+    if (!UseCpuKernel(qi, k, v, options) || k.scalar_type() != caches[0]->shape().dtype) break;
+    args.push_back(KernelArgs(qi, k, v, pi, key_positions.back(), options, out.narrow(0, i, 1)));
+  }
+  if (static_cast<int64_t>(args.size()) == n) {
+    cpu::FlashAttentionBatch(args.data(), n);
+    return out;
+  }
+  std::vector<at::Tensor> rows;
+  rows.reserve(static_cast<size_t>(n));
+  for (int64_t i = 0; i < n; ++i) {
+    const KvCache& cache = *caches[static_cast<size_t>(i)];
+    rows.push_back(Attention(q.narrow(0, i, 1), cache.Keys(layer), cache.Values(layer),
+                             pos.narrow(0, i, 1), cache.Positions(layer), options));
+  }
+  return n == 1 ? rows[0] : at::cat(rows, 0);
 }
 
 const char* AttentionCpuKernelIsa() { return cpu::FlashAttentionIsa(); }

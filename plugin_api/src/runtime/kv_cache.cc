@@ -1,6 +1,7 @@
 #include "sift/kv_cache.h"
 
 #include <algorithm>
+#include <cstring>
 
 #include "sift/error.h"
 #include "sift/host.h"
@@ -12,6 +13,37 @@ namespace {
 // Positions live on the host; a device tensor is brought over (and counted as a host read).
 at::Tensor HostLong(const at::Tensor& t) {
   return t.is_cpu() ? Contiguous(AsType(t, at::kLong)) : ToHost(AsType(t, at::kLong));
+}
+
+// dst[h, at + i, :] = src[i, h, :] for CPU tensors whose head rows are contiguous, src fp32 or of
+// dst's dtype (fp32 to bf16 rounds to nearest even, as copy_ does). Returns false, having done
+// nothing, for anything else. A decode step appends one row per request and layer; this keeps
+// the operators and their dispatch out of that loop.
+bool CopyRowsOnHost(const at::Tensor& src, const at::Tensor& dst, int64_t at) {
+  if (!src.is_cpu() || !dst.is_cpu() || src.stride(2) != 1 || dst.stride(2) != 1) return false;
+  const at::ScalarType from = src.scalar_type(), to = dst.scalar_type();
+  if (!(from == to && (from == at::kFloat || from == at::kBFloat16)) &&
+      !(from == at::kFloat && to == at::kBFloat16)) {
+    return false;
+  }
+  const int64_t n = src.size(0), heads = src.size(1), hd = src.size(2);
+  const size_t elem = src.element_size();
+  const auto* s = static_cast<const uint8_t*>(src.data_ptr());  // host: checked above
+  auto* d = static_cast<uint8_t*>(dst.data_ptr());              // host: checked above
+  for (int64_t i = 0; i < n; ++i) {
+    for (int64_t h = 0; h < heads; ++h) {
+      const uint8_t* row = s + (i * src.stride(0) + h * src.stride(1)) * elem;
+      uint8_t* out = d + (h * dst.stride(0) + (at + i) * dst.stride(1)) * dst.element_size();
+      if (from == to) {
+        std::memcpy(out, row, hd * elem);
+      } else {
+        const float* f = reinterpret_cast<const float*>(row);
+        auto* b = reinterpret_cast<c10::BFloat16*>(out);
+        for (int64_t e = 0; e < hd; ++e) b[e] = c10::BFloat16(f[e]);
+      }
+    }
+  }
+  return true;
 }
 
 }  // namespace
@@ -81,8 +113,10 @@ void KvCache::Append(int64_t layer, const at::Tensor& k, const at::Tensor& v,
              shape_.head_dim, "] and positions [n], got k ", k.sizes(), " v ", v.sizes(),
              " positions ", positions.sizes());
   if (l.size + n > l.capacity()) Grow(l, l.size + n);
-  l.k.narrow(1, l.size, n).copy_(k.transpose(0, 1));
-  l.v.narrow(1, l.size, n).copy_(v.transpose(0, 1));
+  if (!CopyRowsOnHost(k, l.k, l.size) || !CopyRowsOnHost(v, l.v, l.size)) {
+    l.k.narrow(1, l.size, n).copy_(k.transpose(0, 1));
+    l.v.narrow(1, l.size, n).copy_(v.transpose(0, 1));
+  }
   // Host to host: the same n positions for every head.
   const at::Tensor pos = HostLong(positions);
   const int64_t* src = pos.data_ptr<int64_t>();  // host: positions

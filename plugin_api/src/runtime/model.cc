@@ -11,6 +11,7 @@
 #include <thread>
 
 #include "cpu/elementwise.h"
+#include "decode_attention.h"
 #include "sift/error.h"
 #include "sift/host.h"
 #include "tensor_util.h"
@@ -446,16 +447,11 @@ at::Tensor Model::DecodeStep(const std::vector<TokenId>& ids, const std::vector<
     const at::Tensor q = qkv.narrow(1, 0, nq).view({n, c.num_heads, hd});
     const at::Tensor k = qkv.narrow(1, nq, nkv).view({n, c.num_kv_heads, hd});
     const at::Tensor v = qkv.narrow(1, nq + nkv, nkv).view({n, c.num_kv_heads, hd});
-    std::vector<at::Tensor> rows;
-    rows.reserve(static_cast<size_t>(n));
     for (int64_t i = 0; i < n; ++i) {
-      KvCache& cache = *caches[static_cast<size_t>(i)];
-      const at::Tensor pi = pos.narrow(0, i, 1);
-      cache.Append(layer, k.narrow(0, i, 1), v.narrow(0, i, 1), pi);
-      rows.push_back(Attention(q.narrow(0, i, 1), cache.Keys(layer), cache.Values(layer), pi,
-                               cache.Positions(layer), attn_options));
+      caches[static_cast<size_t>(i)]->Append(layer, k.narrow(0, i, 1), v.narrow(0, i, 1),
+                                             pos.narrow(0, i, 1));
     }
-    const at::Tensor attn = n == 1 ? rows[0] : at::cat(rows, 0);
+    const at::Tensor attn = DecodeAttention(q, pos, caches, layer, attn_options);
     at::Tensor h = x + OutputProjectionRows(layer, attn, /*decode_rows=*/true);
     x = h.add_(
         FfnRows(layer, NormF32(h, weights_.layers.at(layer).ffn_norm), /*decode_rows=*/true));

@@ -9,7 +9,8 @@
 // Numerics: products and softmax in fp32 (bf16 inputs are widened exactly); the output is
 // rounded to the output dtype once. Results equal the dense reference up to summation order.
 //
-// THREADING: parallel over (KV head, query block) with LibTorch's intra-op pool.
+// THREADING: parallel over (KV head, query block, key slice) with LibTorch's intra-op pool; a
+//            batch runs every sequence's items in one parallel region.
 // ERRORS:    none; the caller (sift::Attention) validates shapes. Positions are host memory.
 #ifndef SIFT_RUNTIME_CPU_FLASH_ATTENTION_H_
 #define SIFT_RUNTIME_CPU_FLASH_ATTENTION_H_
@@ -50,6 +51,11 @@ bool FlashAttentionSupportsHeadDim(int64_t hd);
 // (q and the probabilities are then rounded to bf16, as a bf16 matrix product would).
 void FlashAttention(const FlashAttentionArgs& args);
 void FlashAttention(const FlashAttentionArgs& args, CpuIsa isa, bool bf16_dot_products = true);
+
+// count independent attentions (a decode batch: each sequence's query rows over its own cache,
+// whatever its length) in one parallel region at DefaultCpuIsa()'s level; the same results as
+// calling FlashAttention on each. All args must share hd and kv_type.
+void FlashAttentionBatch(const FlashAttentionArgs* args, int64_t count);
 
 // Name of the instruction-set variant FlashAttention runs ("avx512", "avx2", "scalar").
 const char* FlashAttentionIsa();
