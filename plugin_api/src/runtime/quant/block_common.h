@@ -79,8 +79,8 @@ inline void ForRowGroups(int64_t n, F&& f) {
 // kMax activation rows against every row of the tile, so that a group's activations stay in L1
 // however many rows the batch has (one group's rows against the whole matrix would evict them:
 // 32 fp32 rows of 576 columns are 72 KiB). Calls f(row, r, std::integral_constant<int, N>, j)
-// for weight row r (at `row`) and activation rows j..j+N-1. A row's result depends only on its
-// group's size, never on the tile.
+// for weight row r (at `row`) and activation rows j..j+N-1. The order only decides when each
+// (weight row, activation row) product runs, never how it is summed.
 constexpr int64_t kTileBytes = 16 << 10;
 template <int kMax, class F>
 inline void ForTiles(const uint8_t* rows, int64_t row_bytes, int64_t nrows, int64_t n, F&& f) {
