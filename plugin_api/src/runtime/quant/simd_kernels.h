@@ -7,7 +7,14 @@
 //   float Sum(F), void Store(float*, F), F F16(const uint8_t*), F BF16(const uint8_t*) (W values),
 //   F Half(const uint8_t*) (one fp16 value in every lane),
 //   I U8(const uint8_t*) / I8(const uint8_t*) (W bytes, zero- / sign-extended), AndC/SrlC/SllC/
-//   SubC(I, int), Or(I, I), F ToF(I), I HighBits(uint32_t bits) (lane k = bit k of bits, times 16).
+//   SubC(I, int), Or(I, I), F ToF(I), I HighBits(uint32_t bits) (lane k = bit k of bits, times 16),
+//   and kLut16: when true, F Iota() (lanes 0, 1, ..., 15) and F Lut16(I index, F table) (lane k =
+//   table[index[k] & 15]; W = 16).
+//
+// 4-bit types on an S with kLut16 decode a block by a table: the 16 values a nibble can stand
+// for are computed once per block (or sub-block) with the very operations the per-weight path
+// applies, and each group of W weights is one lookup instead of a mask, a conversion, a multiply
+// and an add. Same values, so the same bits.
 //
 // Each type's Block<S>(block, sink) decodes one block and calls sink(i, w) for each group of W
 // weights starting at element i, computing every weight with the same float operations in the
@@ -40,6 +47,14 @@ struct Q4_0 {
   template <class S, class Sink>
   SIFT_INLINE static void Block(const uint8_t* b, Sink&& sink) {
     const auto d = S::Half(b);
+    if constexpr (S::kLut16) {
+      static_assert(S::W == 16, "one lookup per 16 nibbles");
+      const auto table = S::Mul(S::Sub(S::Iota(), S::Set1(8)), d);  // (q - 8) * d, q = 0..15
+      const auto q = S::U8(b + 2);
+      sink(0, S::Lut16(q, table));
+      sink(16, S::Lut16(S::SrlC(q, 4), table));
+      return;
+    }
     SIFT_UNROLL for (int i = 0; i < 16; i += S::W) {
       const auto q = S::U8(b + 2 + i);
       sink(i, S::Mul(S::ToF(S::SubC(S::AndC(q, 15), 8)), d));
@@ -53,6 +68,14 @@ struct Q4_1 {
   template <class S, class Sink>
   SIFT_INLINE static void Block(const uint8_t* b, Sink&& sink) {
     const auto d = S::Half(b), m = S::Half(b + 2);
+    if constexpr (S::kLut16) {
+      static_assert(S::W == 16, "one lookup per 16 nibbles");
+      const auto table = S::Add(S::Mul(S::Iota(), d), m);  // q * d + m, q = 0..15
+      const auto q = S::U8(b + 4);
+      sink(0, S::Lut16(q, table));
+      sink(16, S::Lut16(S::SrlC(q, 4), table));
+      return;
+    }
     SIFT_UNROLL for (int i = 0; i < 16; i += S::W) {
       const auto q = S::U8(b + 4 + i);
       sink(i, S::Add(S::Mul(S::ToF(S::AndC(q, 15)), d), m));
@@ -114,6 +137,16 @@ struct QK45 {
       ScaleMinK4(2 * c + 1, scales, &sc, &mn);
       const auto d2 = S::Set1(d * static_cast<float>(sc));
       const auto m2 = S::Set1(dmin * static_cast<float>(mn));
+      if constexpr (S::kLut16 && !kHigh) {
+        const auto t1 = S::Sub(S::Mul(d1, S::Iota()), m1);  // d1 * q - m1, q = 0..15
+        const auto t2 = S::Sub(S::Mul(d2, S::Iota()), m2);
+        SIFT_UNROLL for (int l = 0; l < 32; l += S::W) {
+          const auto v = S::U8(q + l);
+          sink(64 * c + l, S::Lut16(v, t1));
+          sink(64 * c + 32 + l, S::Lut16(S::SrlC(v, 4), t2));
+        }
+        continue;
+      }
       SIFT_UNROLL for (int l = 0; l < 32; l += S::W) {
         const auto v = S::U8(q + l);
         auto lo = S::AndC(v, 15), hi = S::SrlC(v, 4);
