@@ -134,7 +134,8 @@ json BenchDecode(const sift::Model& model, const Settings& s, const std::string&
     int64_t pos = ctx;
     auto step = [&] {
       const auto next = static_cast<sift::TokenId>(sift::HostInt(logits.argmax()));
-      logits = model.Forward({next}, pos++, cache);
+      // What sift::Generate runs per token (the batch's step with one row).
+      logits = model.DecodeStep({next}, {pos++}, {&cache})[0];
     };
     step();  // warm-up
     double ops = 0, reads = 0;

@@ -359,16 +359,23 @@ at::Tensor Attention(const at::Tensor& q, const at::Tensor& k, const at::Tensor&
 
 at::Tensor DecodeAttention(const at::Tensor& q, const at::Tensor& positions,
                            const std::vector<KvCache*>& caches, int64_t layer,
-                           const AttentionOptions& options) {
+                           const AttentionOptions& options, at::Tensor* out) {
   const int64_t n = q.size(0);
   SIFT_CHECK(q.dim() == 3 && positions.dim() == 1 && positions.size(0) == n &&
                  static_cast<int64_t>(caches.size()) == n,
              "DecodeAttention: q ", q.sizes(), ", positions ", positions.sizes(), " and ",
              caches.size(), " caches (need q [n, hq, hd], n positions and n caches)");
+  SIFT_CHECK(
+      out == nullptr || (out->sizes() == q.sizes() && out->is_contiguous() &&
+                         out->scalar_type() == q.scalar_type() && out->device() == q.device()),
+      "DecodeAttention: out must be a contiguous tensor like q ", q.sizes());
   const at::Tensor pos = HostPositions(positions);
   const bool cpu = q.is_cpu();
-  at::Tensor out = cpu ? at::empty(q.sizes(), q.options()) : at::Tensor();
-  // Every row on the CPU kernel in one parallel region when all of them can take it.
+  at::Tensor result = out != nullptr ? *out
+                      : cpu          ? at::empty(q.sizes(), q.options())
+                                     : at::Tensor();
+  // Every row on the CPU kernel in one parallel region when all of them can take it. Row i's
+  // arguments are the whole batch's with the pointers moved to row i (no view per row).
   std::vector<cpu::FlashAttentionArgs> args;
   std::vector<at::Tensor> key_positions;  // what args' k_pos point into
   args.reserve(static_cast<size_t>(n));
@@ -376,15 +383,19 @@ at::Tensor DecodeAttention(const at::Tensor& q, const at::Tensor& positions,
   for (int64_t i = 0; i < n && cpu; ++i) {
     const KvCache& cache = *caches[static_cast<size_t>(i)];
     const at::Tensor k = cache.Keys(layer), v = cache.Values(layer);
-    const at::Tensor qi = q.narrow(0, i, 1), pi = pos.narrow(0, i, 1);
     key_positions.push_back(KernelKeyPositions(cache.Positions(layer)));
-    CheckShapes(qi, k, v, pi, key_positions.back());
-    if (!UseCpuKernel(qi, k, v, options) || k.scalar_type() != caches[0]->shape().dtype) break;
-    args.push_back(KernelArgs(qi, k, v, pi, key_positions.back(), options, out.narrow(0, i, 1)));
+    CheckShapes(q, k, v, pos, key_positions.back());
+    if (!UseCpuKernel(q, k, v, options) || k.scalar_type() != caches[0]->shape().dtype) break;
+    cpu::FlashAttentionArgs a = KernelArgs(q, k, v, pos, key_positions.back(), options, result);
+    a.q = static_cast<const char*>(a.q) + i * q.stride(0) * q.element_size();
+    a.q_pos += i;
+    a.out = static_cast<char*>(a.out) + i * result.stride(0) * result.element_size();
+    a.nq = 1;
+    args.push_back(a);
   }
   if (static_cast<int64_t>(args.size()) == n) {
     cpu::FlashAttentionBatch(args.data(), n);
-    return out;
+    return result;
   }
   std::vector<at::Tensor> rows;
   rows.reserve(static_cast<size_t>(n));
@@ -393,7 +404,10 @@ at::Tensor DecodeAttention(const at::Tensor& q, const at::Tensor& positions,
     rows.push_back(Attention(q.narrow(0, i, 1), cache.Keys(layer), cache.Values(layer),
                              pos.narrow(0, i, 1), cache.Positions(layer), options));
   }
-  return n == 1 ? rows[0] : at::cat(rows, 0);
+  at::Tensor all = n == 1 ? rows[0] : at::cat(rows, 0);
+  if (out == nullptr) return all;
+  out->copy_(all);
+  return *out;
 }
 
 const char* AttentionCpuKernelIsa() { return cpu::FlashAttentionIsa(); }

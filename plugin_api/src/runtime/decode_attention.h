@@ -18,10 +18,12 @@ namespace sift {
 // Row i of q ([n, hq, hd], one query per request) at positions[i] against caches[i]'s keys and
 // values of `layer`, whatever each cache's length. Returns [n, hq, hd]. When every row can take
 // the CPU kernel (CPU caches of one dtype, a supported head dim) they run in one call of it;
-// otherwise each row calls sift::Attention. The caches already hold this step's keys.
+// otherwise each row calls sift::Attention. The caches already hold this step's keys. With
+// `out` (a contiguous tensor shaped and typed like q, on q's device) the result is written there
+// and `out` is returned.
 at::Tensor DecodeAttention(const at::Tensor& q, const at::Tensor& positions,
                            const std::vector<KvCache*>& caches, int64_t layer,
-                           const AttentionOptions& options);
+                           const AttentionOptions& options, at::Tensor* out = nullptr);
 
 }  // namespace sift
 

@@ -139,7 +139,9 @@ GenerationResult Generate(const Model& model, KvCache& cache, const at::Tensor& 
       break;
     }
     if (!step.feed) break;
-    logits = model.Forward({step.token}, step.position, cache);
+    // The batch's decode step with one row: the same logits as a one-token Forward (bit for bit
+    // on the CPU, tests/model/batch_engine_test.cc), without its per-layer operators.
+    logits = model.DecodeStep({step.token}, {step.position}, {&cache})[0];
   }
   if (std::optional<std::string> rest = generation.Flush(); rest && on_piece) {
     on_piece(*rest, -1);

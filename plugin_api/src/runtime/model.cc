@@ -411,6 +411,89 @@ at::Tensor Model::RunLayers(int64_t begin, int64_t end, const at::Tensor& x,
   return h;
 }
 
+namespace {
+
+// Model::DecodeStep with native weights and sift's CPU kernels: the kernels the operator path
+// below calls, in the same order on the same values (so the same bits), but on fp32 buffers made
+// once per step, so a layer costs no LibTorch operator but the attention's reads of each cache
+// (Keys, Values, Positions). Host overhead per layer is what made a one-row step slower than
+// its products; sift-engine-bench counts the operators.
+at::Tensor HostDecodeStep(const Model& model, const std::vector<at::Tensor>& b_qkv,
+                          const std::vector<TokenId>& ids, const at::Tensor& pos,
+                          const std::vector<KvCache*>& caches, const AttentionOptions& attention) {
+  const ModelConfig& c = model.config();
+  const ModelWeights& w = model.weights();
+  const QuantizedWeights& qw = model.quantized_weights();
+  const int64_t n = static_cast<int64_t>(ids.size());
+  const int64_t hidden = c.hidden_size, hd = c.head_dim, ff = c.intermediate_size;
+  const int64_t nq = c.num_heads * hd, nkv = c.num_kv_heads * hd, nqkv = nq + 2 * nkv;
+  const float eps = static_cast<float>(c.rms_norm_eps);
+  const RopeTables rope = model.Rope(pos);
+  // Embed returns a tensor of its own (index_select), so the residual stream updates it in place.
+  at::Tensor x = Contiguous(model.Embed(at::tensor(std::vector<int64_t>(ids.begin(), ids.end()),
+                                                   at::kLong)));  // host: token ids
+  const at::TensorOptions f32 = at::TensorOptions().dtype(at::kFloat);
+  at::Tensor h = at::empty({n, hidden}, f32);              // host: CPU-only path
+  at::Tensor qkv = at::empty({n, nqkv}, f32);              // host: CPU-only path
+  at::Tensor attn = at::empty({n, c.num_heads, hd}, f32);  // host: CPU-only path
+  at::Tensor out = at::empty({n, hidden}, f32);            // host: CPU-only path
+  at::Tensor gate_up = at::empty({n, 2 * ff}, f32);        // host: CPU-only path
+  at::Tensor act = at::empty({n, ff}, f32);                // host: CPU-only path
+  float* xp = x.data_ptr<float>();                         // host: CPU kernel
+  float* hp = h.data_ptr<float>();                         // host: CPU kernel
+  float* qkvp = qkv.data_ptr<float>();                     // host: CPU kernel
+  float* attnp = attn.data_ptr<float>();                   // host: CPU kernel
+  float* outp = out.data_ptr<float>();                     // host: CPU kernel
+  float* gup = gate_up.data_ptr<float>();                  // host: CPU kernel
+  float* actp = act.data_ptr<float>();                     // host: CPU kernel
+  int64_t* posp = pos.data_ptr<int64_t>();                 // host: positions
+  const float* cos_table = rope.cos.data_ptr<float>();     // host: CPU kernel
+  const float* sin_table = rope.sin.data_ptr<float>();     // host: CPU kernel
+  // q, k and v of every row as views of the qkv buffer (no operator: from_blob).
+  const at::Tensor q =
+      at::from_blob(qkvp, {n, c.num_heads, hd}, {nqkv, hd, 1}, f32);  // host: CPU-only path
+  const auto add_bias = [n](float* y, const float* b, int64_t ldy, int64_t width) {
+    for (int64_t i = 0; i < n; ++i) {
+      for (int64_t j = 0; j < width; ++j) y[i * ldy + j] += b[j];
+    }
+  };
+  const auto add_residual = [n, hidden](float* x, const float* y) {
+    for (int64_t i = 0; i < n * hidden; ++i) x[i] += y[i];
+  };
+  for (int64_t layer = 0; layer < c.num_layers; ++layer) {
+    const LayerWeights& lw = w.layers[static_cast<size_t>(layer)];
+    const QuantizedLayer& ql = qw.layers[static_cast<size_t>(layer)];
+    cpu::RmsNorm(xp, lw.attn_norm.data_ptr<float>(), eps, n, hidden, hp);  // host: CPU kernel
+    ql.qkv.MatMul(hp, n, hidden, qkvp, nqkv);
+    const at::Tensor& bias = b_qkv[static_cast<size_t>(layer)];
+    if (bias.defined()) add_bias(qkvp, bias.data_ptr<float>(), nqkv, nqkv);  // host: CPU kernel
+    cpu::RopeInPlace(qkvp, n, nqkv, c.num_heads + c.num_kv_heads, hd, cos_table, sin_table);
+    for (int64_t i = 0; i < n; ++i) {
+      float* row = qkvp + i * nqkv;
+      const at::Tensor k = at::from_blob(row + nq, {1, c.num_kv_heads, hd}, f32);  // host: CPU
+      const at::Tensor v =
+          at::from_blob(row + nq + nkv, {1, c.num_kv_heads, hd}, f32);  // host: CPU
+      const at::Tensor p = at::from_blob(posp + i, {1}, at::kLong);     // host: positions
+      caches[static_cast<size_t>(i)]->Append(layer, k, v, p);
+    }
+    DecodeAttention(q, pos, caches, layer, attention, &attn);
+    ql.wo.MatMul(attnp, n, nq, outp, hidden);
+    add_residual(xp, outp);  // x + attention, then + FFN: the operator path's order
+    cpu::RmsNorm(xp, lw.ffn_norm.data_ptr<float>(), eps, n, hidden, hp);  // host: CPU kernel
+    ql.gate_up.MatMul(hp, n, hidden, gup, 2 * ff);
+    cpu::SiluMul(gup, n, ff, actp);
+    ql.w_down.MatMul(actp, n, ff, outp, hidden);
+    add_residual(xp, outp);
+  }
+  cpu::RmsNorm(xp, w.final_norm.data_ptr<float>(), eps, n, hidden, hp);  // host: CPU kernel
+  at::Tensor logits = at::empty({n, qw.lm_head.rows()}, f32);            // host: CPU-only path
+  float* logitsp = logits.data_ptr<float>();                             // host: CPU kernel
+  qw.lm_head.MatMul(hp, n, hidden, logitsp, qw.lm_head.rows());
+  return logits;
+}
+
+}  // namespace
+
 at::Tensor Model::DecodeStep(const std::vector<TokenId>& ids, const std::vector<int64_t>& positions,
                              const std::vector<KvCache*>& caches,
                              const AttentionOptions& attention) const {
@@ -421,11 +504,14 @@ at::Tensor Model::DecodeStep(const std::vector<TokenId>& ids, const std::vector<
   const ModelConfig& c = config();
   const int64_t hd = c.head_dim, nq = c.num_heads * hd, nkv = c.num_kv_heads * hd;
   const at::Tensor pos = at::tensor(positions, at::kLong);  // host: positions
+  AttentionOptions attn_options = attention;
+  attn_options.upcast_fp32 = false;  // one query row per sequence
+  if (native_weights() && options_.cpu_kernels && options_.device.is_cpu()) {
+    return HostDecodeStep(*this, b_qkv_, ids, pos, caches, attn_options);
+  }
   const RopeTables rope = Rope(pos);
   at::Tensor x = Embed(at::tensor(std::vector<int64_t>(ids.begin(), ids.end()),
                                   at::kLong));  // host: token ids
-  AttentionOptions attn_options = attention;
-  attn_options.upcast_fp32 = false;  // one query row per sequence
   if (!options_.cpu_kernels) attn_options.kernel = AttentionKernel::kTorch;
   for (int64_t layer = 0; layer < c.num_layers; ++layer) {
     const QuantizedLayer* ql = Quantized(layer);

@@ -13,7 +13,7 @@ namespace {
 
 struct Avx2 {
   static constexpr int W = 8;
-  static constexpr int kMaxRows = 4;  // 8 accumulators of 16 registers
+  static constexpr int kMaxRows = 4;     // 8 accumulators of 16 registers
   static constexpr bool kLut16 = false;  // 8-lane permutes: no 16-entry table in one instruction
   using F = __m256;
   using I = __m256i;
