@@ -35,6 +35,7 @@
 set -euo pipefail
 
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
+REPRODUCE="bash tools/bench/serving.sh${*:+ $*}"
 MODEL="$ROOT/models/SmolLM2-135M-Instruct.Q4_1.gguf"
 THREADS=2
 CLIENTS="1,2,4,8,16,32"
@@ -220,5 +221,5 @@ stop_server
 uptime | sed 's/.*load average: //' > "$RAW/load_after"
 python3 "$ROOT/tools/bench/serving_report.py" --raw "$RAW" --model "$(realpath --relative-to="$ROOT" "$MODEL")" \
   --threads "$THREADS" --llama-version "$(cat "${SIFT_LLAMA_DIR:-$ROOT/build-llama}/version" 2>/dev/null || echo none)" \
-  --note "$NOTE" --out "$OUT/serving.md"
+  --note "$NOTE" --out "$OUT/serving.md" --reproduce "$REPRODUCE"
 log "wrote $OUT/serving.md"

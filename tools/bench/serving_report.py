@@ -57,6 +57,8 @@ def main():
     p.add_argument("--llama-version", required=True)
     p.add_argument("--note", default="")
     p.add_argument("--out", required=True)
+    p.add_argument("--reproduce", default="bash tools/bench/serving.sh",
+                   help="the command that produced the run, as the document should show it")
     a = p.parse_args()
     rows = [json.loads(l) for l in open(os.path.join(a.raw, "raw.jsonl")) if l.strip()]
     name, flags, cores = cpu()
@@ -188,8 +190,10 @@ def main():
                       f"{fmt(r['output_tok_per_s'])} | {fmt(r['ttft_ms_p50'], 0)} | {r['errors']} |")
         summary["parts"]["payoff"] = out
 
-    md += ["", "Raw levels: `docs/results/serving/raw.jsonl`; summary: "
-           "`docs/results/serving/summary.json`. Reproduce: `bash tools/bench/serving.sh`.", ""]
+    root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+    raw = os.path.relpath(os.path.abspath(a.raw), root)
+    md += ["", f"Raw levels: `{raw}/raw.jsonl`; summary: `{raw}/summary.json`. "
+           f"Reproduce: `{a.reproduce}`.", ""]
     with open(a.out, "w") as f:
         f.write("\n".join(md))
     with open(os.path.join(a.raw, "summary.json"), "w") as f:
