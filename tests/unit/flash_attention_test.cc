@@ -38,8 +38,6 @@ Case MakeCase(int64_t nq, int64_t nk, int64_t hq, int64_t hkv, int64_t hd, uint6
 }
 
 double MaxError(const Case& c, at::ScalarType q_type, at::ScalarType kv_type) {
-  AttentionOptions torch_options = c.options;
-  torch_options.kernel = AttentionKernel::kTorch;
   const at::Tensor ref = AttentionReference(c.q, c.k, c.v, c.q_pos, c.k_pos, c.options);
   const at::Tensor out =
       Attention(c.q.to(q_type), c.k.to(kv_type), c.v.to(kv_type), c.q_pos, c.k_pos, c.options);
