@@ -349,6 +349,12 @@ Batching Daemon::StartBatching() {
   metrics_.DeclareGauge("sift_batch_max_rows", "The most rows one decode step has had.", [engine] {
     return engine != nullptr ? static_cast<double>(engine->stats().max_rows) : 0.0;
   });
+  metrics_.DeclareGauge(
+      "sift_batch_tasks_nested",
+      "Stages of a short prompt started inside a longer prompt's prefill (shorter first).",
+      [engine] {
+        return engine != nullptr ? static_cast<double>(engine->stats().tasks_nested) : 0.0;
+      });
   LogInfo("batching", {{"max_batch", options_.max_batch},
                        {"prefill_chunk", options_.prefill_chunk},
                        {"decode_interval_ms", options_.decode_interval_ms},

@@ -50,9 +50,11 @@ HopServer::Reply RunLocalJob(HopMessage& request, StageContext& relay) {
     return job->stage->Run(*job->model, *job->state, context);
   };
   if (job->engine == nullptr || job->kind == StageKind::kDecode) return HopServer::Reply(run());
-  // Everything but decode runs on the engine's loop, between its decode steps.
+  // Everything but decode runs on the engine's loop, between its decode steps, ordered by the
+  // request's prompt length (shorter prompts first: BatchEngine).
   Status status;
-  job->engine->RunExclusive([&] { status = run(); });
+  job->engine->RunExclusive([&] { status = run(); },
+                            static_cast<int64_t>(job->state->tokens.size()));
   return HopServer::Reply(status);
 }
 

@@ -4,7 +4,8 @@
 //     a time on a daemon without batching (fp32; prefill in slices on the batching one);
 //   - requests join, leave, are cancelled and pass their deadline in the middle of a batch while
 //     the others go on to their full length;
-//   - a running stream gets tokens while another request's long prompt is prefilled;
+//   - a running stream gets tokens while another request's long prompt is prefilled, and a short
+//     request that arrives then is answered before that prefill ends;
 //   - admission by KV memory: a request that can never fit is refused at once, one that does not
 //     fit yet waits for the running one and then runs; /metrics shows it.
 #include <gtest/gtest.h>
@@ -214,6 +215,63 @@ TEST(BatchingTest, StreamsGoOnWhileALongPromptPrefills) {
   EXPECT_TRUE(prefilling) << "no heartbeat reported the long prompt's prefill";
   // About one token per layer boundary (30 layers); without yields inside the forward, none.
   EXPECT_GE(during_prefill, 5);
+}
+
+// A short request that arrives while a long prompt is prefilled is answered before that prefill
+// ends: its own prefill starts inside the long one's, at a layer boundary (BatchEngine orders its
+// tasks by prompt length), and its tokens come from the decode steps run there.
+TEST(BatchingTest, AShortPromptIsAnsweredWhileALongOneIsPrefilled) {
+  SKIP_WITHOUT_DAEMON();
+  Daemon d;
+  ASSERT_EQ(d.Start({"--workers", "4", "--n-ctx", "2048", "--prefill-chunk", "0",
+                     "--decode-interval-ms", "0", "--heartbeat-ms", "100"}),
+            "");
+  zmq::context_t ctx(1);
+  auto c = Connect(ctx, d);
+  std::string prompt;
+  for (int i = 0; i < 150; ++i) prompt += "The quick brown fox jumps over the lazy dog. ";
+  c->Send({{"type", "generate"},
+           {"id", "long"},
+           {"pipeline", "full"},
+           {"prompt", prompt},
+           {"max_tokens", 2},
+           {"stream", true}});
+  bool sent = false, short_answered = false, prefilling_after = false, long_streamed = false;
+  std::set<std::string> done;
+  json h, short_final;
+  const auto end = Clock::now() + Budget(300);
+  while (done.size() < 2 && Clock::now() < end) {
+    if (!c->Recv(&h, 100)) continue;
+    const std::string id = h.value("id", ""), type = h.value("type", "");
+    if (type == "final" || type == "error") done.insert(id);
+    const bool progress = type == "heartbeat" && h.contains("progress");
+    if (id == "long" && progress && h["progress"].value("done", 0) > 0 && !sent) {
+      c->Send({{"type", "generate"},
+               {"id", "short"},
+               {"pipeline", "full"},
+               {"prompt", "The capital of France is"},
+               {"max_tokens", 4},
+               {"ignore_eos", true}});
+      sent = true;
+    }
+    if (id == "short" && (type == "final" || type == "error")) {
+      short_final = h;
+      short_answered = !long_streamed;
+    }
+    if (id == "long" && progress && short_answered && !long_streamed &&
+        h["progress"].value("done", 0) < h["progress"].value("total", 0)) {
+      prefilling_after = true;
+    }
+    if (id == "long" && (type == "chunk" || type == "final")) long_streamed = true;
+  }
+  ASSERT_EQ(done.size(), 2u);
+  ASSERT_TRUE(sent) << "no heartbeat reported the long prompt's prefill";
+  EXPECT_EQ(short_final.value("type", ""), "final") << short_final.dump();
+  EXPECT_TRUE(short_answered) << "the short request ended after the long one's first token";
+  EXPECT_TRUE(prefilling_after) << "no heartbeat after the short answer showed the long prompt "
+                                   "still being prefilled";
+  const std::string metrics = HttpGet(d.http(), "/metrics");
+  EXPECT_GE(MetricValue(metrics, "sift_batch_tasks_nested"), 1) << metrics;
 }
 
 class BatchFlowTest : public ::testing::Test {

@@ -9,6 +9,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <memory>
+#include <mutex>
 #include <string>
 #include <thread>
 #include <vector>
@@ -260,6 +261,124 @@ TEST_F(BatchEngineFlowTest, YieldStepsOnlyOnceTheIntervalHasPassed) {
   EXPECT_EQ(quick, 0);
   EXPECT_EQ(late, 1);
   decoder.join();
+}
+
+// The tasks' order by size (RunExclusive's `work`). Their bodies only record that they ran.
+class TaskOrder {
+ public:
+  void Ran(const std::string& name) {
+    std::lock_guard<std::mutex> lock(mu_);
+    order_.push_back(name);
+  }
+  std::vector<std::string> order() {
+    std::lock_guard<std::mutex> lock(mu_);
+    return order_;
+  }
+
+ private:
+  std::mutex mu_;
+  std::vector<std::string> order_;
+};
+
+// Hands `work` over from a new thread and returns once the engine counts it as waiting, so the
+// threads' tasks arrive in the order of the calls.
+std::thread HandOver(BatchEngine& engine, TaskOrder& log, const std::string& name, int64_t work) {
+  const int64_t waiting = engine.stats().tasks_waiting;
+  std::thread t(
+      [&engine, &log, name, work] { engine.RunExclusive([&log, name] { log.Ran(name); }, work); });
+  while (engine.stats().tasks_waiting == waiting) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  }
+  return t;
+}
+
+// A task at most half the running one's size starts inside that one's Yield() and ends before
+// it goes on: a short prompt does not wait for a long prefill.
+TEST_F(BatchEngineFlowTest, AMuchShorterTaskRunsInsideALongerOnesYield) {
+  BatchEngineOptions eo;
+  eo.decode_interval = std::chrono::milliseconds(0);
+  BatchEngine engine(model_, eo);
+  TaskOrder log;
+  std::atomic<bool> long_started{false};
+  std::atomic<bool> short_ran{false};
+  std::thread long_caller([&] {
+    engine.RunExclusive(
+        [&] {
+          long_started = true;
+          for (int i = 0; i < 5000 && !short_ran; ++i) {
+            engine.Yield();
+            std::this_thread::sleep_for(std::chrono::milliseconds(1));
+          }
+          log.Ran("long");
+        },
+        1000);
+  });
+  while (!long_started) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  engine.RunExclusive(
+      [&] {
+        log.Ran("short");
+        short_ran = true;
+      },
+      500);
+  long_caller.join();
+  EXPECT_EQ(log.order(), (std::vector<std::string>{"short", "long"}));
+  EXPECT_EQ(engine.stats().tasks_nested, 1);
+}
+
+// Tasks more than half the running one's size, or of unknown size, wait for it to end; then the
+// smaller known size goes first.
+TEST_F(BatchEngineFlowTest, SimilarOrUnknownSizesWaitForTheRunningTask) {
+  BatchEngineOptions eo;
+  eo.decode_interval = std::chrono::milliseconds(0);
+  BatchEngine engine(model_, eo);
+  TaskOrder log;
+  std::atomic<bool> long_started{false};
+  std::thread long_caller([&] {
+    engine.RunExclusive(
+        [&] {
+          long_started = true;
+          for (int i = 0; i < 5000 && engine.stats().tasks_waiting < 2; ++i) {
+            std::this_thread::sleep_for(std::chrono::milliseconds(1));
+          }
+          for (int i = 0; i < 20; ++i) engine.Yield();
+          log.Ran("long");
+        },
+        1000);
+  });
+  while (!long_started) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  std::thread unknown = HandOver(engine, log, "unknown", 0);
+  std::thread similar = HandOver(engine, log, "similar", 600);
+  long_caller.join();
+  unknown.join();
+  similar.join();
+  EXPECT_EQ(log.order(), (std::vector<std::string>{"long", "similar", "unknown"}));
+  EXPECT_EQ(engine.stats().tasks_nested, 0);
+}
+
+// Waiting tasks start smallest first, but one passed over kMaxBypass times goes next.
+TEST_F(BatchEngineFlowTest, SmallestWaitingTaskFirstAndNoneWaitsForever) {
+  BatchEngine engine(model_);
+  TaskOrder log;
+  const int smalls = BatchEngine::kMaxBypass + 2;
+  std::atomic<bool> blocking{false};
+  std::atomic<bool> release{false};
+  std::thread blocker([&] {
+    engine.RunExclusive([&] {
+      blocking = true;
+      while (!release) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    });
+  });
+  while (!blocking) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  std::vector<std::thread> callers;
+  callers.push_back(HandOver(engine, log, "big", 1000));
+  for (int i = 0; i < smalls; ++i) callers.push_back(HandOver(engine, log, "small", 10));
+  release = true;
+  blocker.join();
+  for (std::thread& t : callers) t.join();
+  std::vector<std::string> expected(BatchEngine::kMaxBypass, "small");
+  expected.push_back("big");
+  expected.resize(smalls + 1, "small");
+  EXPECT_EQ(log.order(), expected);
 }
 
 }  // namespace

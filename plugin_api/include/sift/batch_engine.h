@@ -10,7 +10,13 @@
 //     calls Yield() between bounded slices of it (its layers) to let a decode step run there once
 //     BatchEngineOptions::decode_interval has passed since the last one.
 // Decode steps and tasks alternate, so a running stream waits about decode_interval plus one
-// slice of other work for its next token, and tasks run in the order they were handed over.
+// slice of other work for its next token.
+// Tasks are ordered by their size (RunExclusive's `work`: prompt tokens), so that a short prompt
+// does not wait for a long prefill: the loop starts the smallest waiting task first (equal sizes:
+// in the order they were handed over), and a task at most half the size of the running one
+// starts inside that one's Yield() and runs to its end before the longer one goes on (nested on
+// the loop thread's stack, at most kMaxNesting deep). A task passed over kMaxBypass times is
+// passed over no more: it starts next and is not interrupted, so no task waits forever.
 // Requests join the batch between steps and leave when they finish, are cancelled (their callback
 // returns false) or fail. All compute runs on the one loop thread, so one OpenMP team serves every
 // request.
@@ -71,6 +77,7 @@ struct BatchEngineStats {
   int64_t steps = 0;          // decode steps run so far
   int64_t tokens = 0;         // tokens generated so far
   int64_t max_rows = 0;       // the largest step so far
+  int64_t tasks_nested = 0;   // tasks started inside a longer task's Yield() so far
 };
 
 class BatchEngine final : public BatchDecoder {
@@ -85,10 +92,17 @@ class BatchEngine final : public BatchDecoder {
                           int64_t next_position, const GenerationOptions& options,
                           const StreamCallback& on_piece) override;
 
+  static constexpr int kMaxNesting = 4;  // tasks running at once, one inside the other
+  static constexpr int kMaxBypass = 16;  // times a task may be passed over by smaller ones
+
   // Runs `task` on the loop thread between decode steps and waits for it; rethrows what it throws.
-  void RunExclusive(const std::function<void()>& task);
+  // `work`: its size, in prompt tokens, for the order above; <= 0: unknown, then it is ordered
+  // after every known size and neither interrupts nor is interrupted.
+  void RunExclusive(const std::function<void()>& task, int64_t work = 0);
   // From inside a task: runs one decode step now if any request is decoding and the last step
-  // ended at least BatchEngineOptions::decode_interval ago. Returns at once on any other thread.
+  // ended at least BatchEngineOptions::decode_interval ago; then starts a waiting task at most
+  // half this one's size, if any, and returns when it has finished. Returns at once on any other
+  // thread.
   void Yield();
   // True on the loop thread (inside a task or a stream callback).
   bool OnLoopThread() const { return std::this_thread::get_id() == thread_id_; }
@@ -102,6 +116,10 @@ class BatchEngine final : public BatchDecoder {
   // One decode step over every slot in the batch (admitting waiting ones first).
   void Step() SIFT_EXCLUDES(mu_);
   void Finish(Slot& slot, std::exception_ptr error) SIFT_EXCLUDES(mu_);
+  // Removes and returns the waiting task to start next, of at most `max_work` (its size; unknown
+  // sizes only when max_work is INT64_MAX), or nullptr.
+  Task* TakeTask(int64_t max_work) SIFT_REQUIRES(mu_);
+  void RunTask(Task& task) SIFT_EXCLUDES(mu_);
 
   std::shared_ptr<const Model> model_;
   const BatchEngineOptions options_;
@@ -115,7 +133,8 @@ class BatchEngine final : public BatchDecoder {
   bool stopping_ SIFT_GUARDED_BY(mu_) = false;
   bool started_ SIFT_GUARDED_BY(mu_) = false;
   BatchEngineStats stats_ SIFT_GUARDED_BY(mu_);
-  std::vector<Slot*> batch_;                             // the loop thread only
+  std::vector<Slot*> batch_;    // the loop thread only
+  std::vector<Task*> running_;  // the loop thread only: the task running and those it interrupted
   std::chrono::steady_clock::time_point last_step_end_;  // the loop thread only
   std::thread thread_;  // last: started when everything above exists
 };

@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cstdint>
 #include <optional>
 #include <string>
 #include <utility>
@@ -35,7 +36,9 @@ struct BatchEngine::Slot {
 
 struct BatchEngine::Task {
   const std::function<void()>* run = nullptr;
+  int64_t work = 0;  // its size (RunExclusive); <= 0: unknown
   std::exception_ptr error;
+  int bypassed = 0;       // times passed over by a smaller task; guarded by the engine's mu_
   bool finished = false;  // guarded by the engine's mu_
 };
 
@@ -84,13 +87,14 @@ GenerationResult BatchEngine::Decode(const Model& model, KvCache& cache,
   return std::move(slot.result);
 }
 
-void BatchEngine::RunExclusive(const std::function<void()>& task) {
+void BatchEngine::RunExclusive(const std::function<void()>& task, int64_t work) {
   if (OnLoopThread()) {  // already exclusive (a task calling another stage's work)
     task();
     return;
   }
   Task t;
   t.run = &task;
+  t.work = work;
   {
     MutexLock lock(mu_);
     SIFT_CHECK(!stopping_, "BatchEngine::RunExclusive: the engine is stopping");
@@ -107,8 +111,20 @@ void BatchEngine::RunExclusive(const std::function<void()>& task) {
 
 void BatchEngine::Yield() {
   if (!OnLoopThread()) return;
-  if (std::chrono::steady_clock::now() - last_step_end_ < options_.decode_interval) return;
-  Step();
+  if (std::chrono::steady_clock::now() - last_step_end_ >= options_.decode_interval) Step();
+  if (running_.empty() || running_.size() >= static_cast<size_t>(kMaxNesting)) return;
+  Task& current = *running_.back();
+  if (current.work <= 0) return;
+  Task* shorter = nullptr;
+  {
+    MutexLock lock(mu_);
+    if (current.bypassed >= kMaxBypass) return;
+    shorter = TakeTask(current.work / 2);
+    if (shorter == nullptr) return;
+    ++current.bypassed;
+    ++stats_.tasks_nested;
+  }
+  RunTask(*shorter);  // to its end; then this task goes on
 }
 
 BatchEngineStats BatchEngine::stats() const {
@@ -131,28 +147,45 @@ void BatchEngine::Loop() {
     {
       MutexLock lock(mu_);
       while (!stopping_ && tasks_.empty() && joining_.empty() && batch_.empty()) cv_.wait(mu_);
-      if (!tasks_.empty()) {
-        task = tasks_.front();
-        tasks_.pop_front();
-        --stats_.tasks_waiting;
-      } else if (stopping_ && joining_.empty() && batch_.empty()) {
-        return;
-      }
+      task = TakeTask(INT64_MAX);
+      if (task == nullptr && stopping_ && joining_.empty() && batch_.empty()) return;
     }
-    if (task != nullptr) {
-      try {
-        (*task->run)();
-      } catch (...) {
-        task->error = std::current_exception();
-      }
-      {
-        MutexLock lock(mu_);
-        task->finished = true;
-      }
-      done_cv_.notify_all();
-    }
+    if (task != nullptr) RunTask(*task);
     Step();  // tasks and steps alternate
   }
+}
+
+BatchEngine::Task* BatchEngine::TakeTask(int64_t max_work) {
+  const auto size = [](const Task* t) { return t->work > 0 ? t->work : INT64_MAX; };
+  auto chosen = tasks_.end();
+  for (auto it = tasks_.begin(); it != tasks_.end(); ++it) {
+    if ((*it)->bypassed >= kMaxBypass) {  // passed over enough: it goes now, whatever its size
+      chosen = it;
+      break;
+    }
+    if (chosen == tasks_.end() || size(*it) < size(*chosen)) chosen = it;
+  }
+  if (chosen == tasks_.end() || size(*chosen) > max_work) return nullptr;
+  for (auto it = tasks_.begin(); it != chosen; ++it) ++(*it)->bypassed;
+  Task* task = *chosen;
+  tasks_.erase(chosen);
+  --stats_.tasks_waiting;
+  return task;
+}
+
+void BatchEngine::RunTask(Task& task) {
+  running_.push_back(&task);
+  try {
+    (*task.run)();
+  } catch (...) {
+    task.error = std::current_exception();
+  }
+  running_.pop_back();
+  {
+    MutexLock lock(mu_);
+    task.finished = true;
+  }
+  done_cv_.notify_all();
 }
 
 void BatchEngine::Step() {
