@@ -11,7 +11,10 @@ requests per minute, TTFT p50/p90, ITL p50/p99 and the longest gap any stream sa
 --background-prompt-tokens K adds one more request with a K-token prompt, sent once every stream
 has its first token: the longest gap the running streams see while it is prefilled is the number
 the `prefill_gap_ms` field reports (the time from sending it to its first token is
-`background_ttft_ms`).
+`background_ttft_ms`). --short-during-background also sends one short request (--prompt-tokens,
+16 generated tokens) --short-delay seconds after the long one: `short_ttft_ms` is its time to the
+first token, `short_done_ms` to its last, `short_before_background` whether it ended before the
+long prompt's first token (a server that prefills prompts in arrival order makes it wait).
 
 Prompts are cut from a text file (--text, default this repository's docs) at different offsets,
 so no two requests share a prefix; their length is counted in whitespace-separated words scaled by
@@ -186,10 +189,19 @@ async def run_level(args, words, clients):
         background["active"] = False
         background["result"] = res
 
+    async def short_request():
+        while not background.get("active"):
+            await asyncio.sleep(0.01)
+        await asyncio.sleep(args.short_delay)
+        prompt = make_prompt(words, 424243, n_words)
+        background["short"] = await stream_completion(args, prompt, 16)
+
     t0 = time.perf_counter()
     tasks = [client(c) for c in range(clients)]
     if args.background_prompt_tokens:
         tasks.append(background_request())
+        if args.short_during_background:
+            tasks.append(short_request())
     await asyncio.gather(*tasks)
     wall = time.perf_counter() - t0
 
@@ -219,6 +231,16 @@ async def run_level(args, words, clients):
         out["background_error"] = res.get("error")
         out["prefill_gap_ms"] = (max(gaps_during_background) * 1000
                                  if gaps_during_background else None)
+        short = background.get("short")
+        if short is not None:
+            times = short["times"]
+            out["short_prompt_tokens"] = (short["usage"] or {}).get("prompt_tokens")
+            out["short_ttft_ms"] = (times[0] - short["t_send"]) * 1000 if times else None
+            out["short_done_ms"] = (times[-1] - short["t_send"]) * 1000 if times else None
+            out["short_error"] = short["error"]
+            long_times = res.get("times") or []
+            out["short_before_background"] = bool(times and long_times and
+                                                  times[-1] < long_times[0])
     for key, value in list(out.items()):
         if isinstance(value, float):
             out[key] = round(value, 2)
@@ -241,6 +263,10 @@ def main():
     p.add_argument("--max-tokens", type=int, default=64, help="tokens generated per request")
     p.add_argument("--background-prompt-tokens", type=int, default=0,
                    help="also send one request with a prompt this long once all streams run")
+    p.add_argument("--short-during-background", action="store_true",
+                   help="also send one short request while the long prompt is prefilled")
+    p.add_argument("--short-delay", type=float, default=2.0,
+                   help="seconds after the long prompt is sent that the short one goes")
     p.add_argument("--text", default=os.path.join(ROOT, "docs"),
                    help="file or folder of .md/.txt to cut prompts from")
     p.add_argument("--api-key", default="", help="Authorization: Bearer key, if the server needs one")

@@ -19,7 +19,8 @@
 #   issue   the issue's load: ~354-token prompts, 64 generated tokens, N = 1, 4, 8
 #   gap     4 streams of 128 tokens while a ~7,600-token prompt is prefilled (under the 8,192
 #           tokens llama-server allows a slot of an 8K-context model): the longest gap a running
-#           stream sees (siftd with its defaults: --prefill-chunk 512, --decode-interval-ms 200)
+#           stream sees (siftd with its defaults: --prefill-chunk 512, --decode-interval-ms 200),
+#           and a short request (~40-token prompt, 16 tokens) sent 2 s into that prefill: its TTFT
 #   payoff  8K-token prompts under a KV budget of two full-KV requests, 8 clients, one request
 #           each, per pipeline (full, snapkv, chunkkv, gemfilter, ilre, spts): how many decode at
 #           once, requests per minute, output tok/s (siftd only: llama-server has no such budget)
@@ -200,10 +201,10 @@ if [[ ",$PARTS," == *,gap,* ]]; then
   log "the longest gap while an 8K prompt is prefilled"
   start_siftd --n-ctx 10000
   bench gap --server siftd --model full --clients 4 --requests 1 --prompt-tokens 40 --max-tokens 128 \
-    --background-prompt-tokens 7600
-  start_llama 5 10000
+    --background-prompt-tokens 7600 --short-during-background
+  start_llama 6 10000
   bench gap --server llama --model smollm2 --clients 4 --requests 1 --prompt-tokens 40 --max-tokens 128 \
-    --background-prompt-tokens 7600
+    --background-prompt-tokens 7600 --short-during-background
 fi
 if [[ ",$PARTS," == *,payoff,* ]]; then
   # Two full-KV requests of 8,000 prompt + 64 generated tokens: 2 x 8,064 x 23,760 bytes.

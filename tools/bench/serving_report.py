@@ -63,8 +63,8 @@ def main():
     rows = [json.loads(l) for l in open(os.path.join(a.raw, "raw.jsonl")) if l.strip()]
     name, flags, cores = cpu()
 
-    def level(part, server, clients, model=None):
-        for r in rows:
+    def level(part, server, clients, model=None):  # the latest run of it (--append reruns)
+        for r in reversed(rows):
             if (r.get("part") == part and r.get("server") == server and r.get("clients") == clients
                     and (model is None or r.get("model") == model)):
                 return r
@@ -167,6 +167,14 @@ def main():
                "| server | longest gap ms | 8K prompt TTFT ms | streams' tok/s |", "|---|---|---|---|",
                f"| siftd | {fmt(s.get('prefill_gap_ms'), 0)} | {fmt(s.get('background_ttft_ms'), 0)} | {fmt(s['output_tok_per_s'])} |",
                f"| llama-server | {fmt(l.get('prefill_gap_ms'), 0)} | {fmt(l.get('background_ttft_ms'), 0)} | {fmt(l['output_tok_per_s'])} |"]
+        if "short_ttft_ms" in s and "short_ttft_ms" in l:
+            md += ["", "A short request (~40-token prompt, 16 tokens) sent 2 s after the long one, "
+                   "while it is prefilled:", "",
+                   "| server | short TTFT ms | short done ms | done before the long prompt's first token |",
+                   "|---|---|---|---|"]
+            for name, r in (("siftd", s), ("llama-server", l)):
+                md.append(f"| {name} | {fmt(r.get('short_ttft_ms'), 0)} | {fmt(r.get('short_done_ms'), 0)} | "
+                          f"{'yes' if r.get('short_before_background') else 'no'} |")
         for name, r in (("siftd", s), ("llama-server", l)):
             if r.get("background_error"):
                 md += ["", f"{name} refused the long prompt, so its gap is not a prefill's: "
