@@ -160,6 +160,20 @@ TEST(BatchingTest, EveryPipelineBatchedEqualsOneAtATime) {
   EXPECT_GT(MetricValue(metrics, "sift_batch_max_rows"), 1) << "no step ever held two requests";
 }
 
+// A daemon that prefills a long prompt in one forward (--prefill-chunk 0) and runs a decode step at
+// every layer boundary of it (--decode-interval-ms 0), reporting progress every `heartbeat_ms`.
+std::string StartForLongPrefills(Daemon& d, const char* heartbeat_ms) {
+  return d.Start({"--workers", "4", "--n-ctx", "2048", "--prefill-chunk", "0",
+                  "--decode-interval-ms", "0", "--heartbeat-ms", heartbeat_ms});
+}
+
+// About 1,500 tokens.
+std::string LongPrompt() {
+  std::string prompt;
+  for (int i = 0; i < 150; ++i) prompt += "The quick brown fox jumps over the lazy dog. ";
+  return prompt;
+}
+
 // A long prompt prefilled in one forward (--prefill-chunk 0) does not hold a running stream: with
 // --decode-interval-ms 0 the stream gets a decode step at every layer boundary of that prefill.
 // The stream's tokens that came during the prefill are those after the long request's first
@@ -167,9 +181,7 @@ TEST(BatchingTest, EveryPipelineBatchedEqualsOneAtATime) {
 TEST(BatchingTest, StreamsGoOnWhileALongPromptPrefills) {
   SKIP_WITHOUT_DAEMON();
   Daemon d;
-  ASSERT_EQ(d.Start({"--workers", "4", "--n-ctx", "2048", "--prefill-chunk", "0",
-                     "--decode-interval-ms", "0", "--heartbeat-ms", "200"}),
-            "");
+  ASSERT_EQ(StartForLongPrefills(d, "200"), "");
   zmq::context_t ctx(1);
   auto c = Connect(ctx, d);
   c->Send({{"type", "generate"},
@@ -179,8 +191,7 @@ TEST(BatchingTest, StreamsGoOnWhileALongPromptPrefills) {
            {"max_tokens", 1500},
            {"ignore_eos", true},
            {"stream", true}});
-  std::string prompt;
-  for (int i = 0; i < 150; ++i) prompt += "The quick brown fox jumps over the lazy dog. ";
+  const std::string prompt = LongPrompt();
   bool sent = false, prefilling = false, long_streamed = false;
   int during_prefill = 0;
   std::set<std::string> done;
@@ -223,13 +234,10 @@ TEST(BatchingTest, StreamsGoOnWhileALongPromptPrefills) {
 TEST(BatchingTest, AShortPromptIsAnsweredWhileALongOneIsPrefilled) {
   SKIP_WITHOUT_DAEMON();
   Daemon d;
-  ASSERT_EQ(d.Start({"--workers", "4", "--n-ctx", "2048", "--prefill-chunk", "0",
-                     "--decode-interval-ms", "0", "--heartbeat-ms", "100"}),
-            "");
+  ASSERT_EQ(StartForLongPrefills(d, "100"), "");
   zmq::context_t ctx(1);
   auto c = Connect(ctx, d);
-  std::string prompt;
-  for (int i = 0; i < 150; ++i) prompt += "The quick brown fox jumps over the lazy dog. ";
+  const std::string prompt = LongPrompt();
   c->Send({{"type", "generate"},
            {"id", "long"},
            {"pipeline", "full"},
