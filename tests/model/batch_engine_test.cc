@@ -130,6 +130,57 @@ TEST_P(BatchEngineTest, DecodeStepRowsEqualOneRowForwards) {
   EXPECT_THROW(model.DecodeStep({1, 2}, {0}, {caches[0]}), Error);
 }
 
+// The batch's buffers stay at their addresses while the batch shrinks and grows within what they
+// hold, grow (to the next power of two) past it, and change no result: the same bits as steps
+// with buffers of their own.
+TEST_P(BatchEngineTest, DecodeBuffersKeepTheirAddressesAndChangeNoResult) {
+  const Model& model = *model_;
+  std::vector<Prefilled> with, without;
+  std::vector<TokenId> next;
+  std::vector<int64_t> position;
+  for (int i = 0; i < 5; ++i) {
+    with.push_back(Prefill(model, kPrompts[i]));
+    without.push_back(Prefill(model, kPrompts[i]));
+    next.push_back(static_cast<TokenId>(with[i].logits.argmax().item<int64_t>()));
+    position.push_back(with[i].next_position);
+  }
+  DecodeBuffers buffers;
+  const void* ids_at = nullptr;
+  const void* logits_at = nullptr;
+  const void* x_at = nullptr;
+  for (const int rows : {3, 2, 4, 1, 5}) {
+    std::vector<TokenId> ids(next.begin(), next.begin() + rows);
+    std::vector<int64_t> positions(position.begin(), position.begin() + rows);
+    std::vector<KvCache*> mine, theirs;
+    for (int i = 0; i < rows; ++i) {
+      mine.push_back(with[i].cache.get());
+      theirs.push_back(without[i].cache.get());
+    }
+    const at::Tensor got = model.DecodeStep(ids, positions, mine, {}, &buffers);
+    const at::Tensor want = model.DecodeStep(ids, positions, theirs);
+    ASSERT_EQ(got.size(0), rows);
+    EXPECT_TRUE(at::equal(got, want)) << rows << " rows";
+    EXPECT_EQ(buffers.rows, rows <= 4 ? 4 : 8) << rows << " rows";
+    if (rows <= 4) {
+      if (ids_at == nullptr) ids_at = buffers.ids.data_ptr();
+      EXPECT_EQ(buffers.ids.data_ptr(), ids_at) << rows << " rows";
+    }
+    if (model.native_weights()) {  // the host path: activations and logits in the buffers too
+      EXPECT_EQ(got.data_ptr(), buffers.logits.data_ptr()) << rows << " rows";
+      if (rows <= 4) {
+        if (logits_at == nullptr) logits_at = buffers.logits.data_ptr();
+        if (x_at == nullptr) x_at = buffers.x.data_ptr();
+        EXPECT_EQ(buffers.logits.data_ptr(), logits_at) << rows << " rows";
+        EXPECT_EQ(buffers.x.data_ptr(), x_at) << rows << " rows";
+      }
+    }
+    for (int i = 0; i < rows; ++i) {
+      next[i] = static_cast<TokenId>(want[i].argmax().item<int64_t>());
+      ++position[i];
+    }
+  }
+}
+
 // Greedy answers in the batch equal Generate's, for requests that join at different times, leave
 // at different lengths, stop on a stop string, or decode from a compressed cache.
 TEST_P(BatchEngineTest, BatchedGreedyEqualsGenerate) {

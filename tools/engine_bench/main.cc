@@ -132,10 +132,11 @@ json BenchDecode(const sift::Model& model, const Settings& s, const std::string&
     cache.set_headroom(s.decode_tokens + 2);
     at::Tensor logits = model.Forward(SyntheticPrompt(ctx, c.vocab_size), 0, cache);
     int64_t pos = ctx;
+    sift::DecodeBuffers buffers;
     auto step = [&] {
       const auto next = static_cast<sift::TokenId>(sift::HostInt(logits.argmax()));
       // What sift::Generate runs per token (the batch's step with one row).
-      logits = model.DecodeStep({next}, {pos++}, {&cache})[0];
+      logits = model.DecodeStep({next}, {pos++}, {&cache}, {}, &buffers)[0];
     };
     step();  // warm-up
     double ops = 0, reads = 0;
@@ -186,8 +187,9 @@ json BenchBatchDecode(const sift::Model& model, const Settings& s, const std::st
       positions.push_back(static_cast<int64_t>(prompt.size()));
     }
     for (sift::KvCache& cache : caches) cache_ptrs.push_back(&cache);
+    sift::DecodeBuffers buffers;  // as the batch loop keeps them
     auto step = [&] {
-      const at::Tensor logits = model.DecodeStep(ids, positions, cache_ptrs);
+      const at::Tensor logits = model.DecodeStep(ids, positions, cache_ptrs, {}, &buffers);
       const std::vector<int64_t> next = sift::HostInts(logits.argmax(1));  // one read per step
       for (int64_t r = 0; r < rows; ++r) {
         ids[static_cast<size_t>(r)] = static_cast<sift::TokenId>(next[static_cast<size_t>(r)]);

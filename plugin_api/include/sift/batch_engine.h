@@ -136,6 +136,9 @@ class BatchEngine final : public BatchDecoder {
   std::vector<Slot*> batch_;    // the loop thread only
   std::vector<Task*> running_;  // the loop thread only: the task running and those it interrupted
   std::chrono::steady_clock::time_point last_step_end_;  // the loop thread only
+  // The loop thread only: every step's ids, positions, activations and logits (the slots' logits
+  // are views of it, sampled before the next step overwrites them).
+  DecodeBuffers buffers_;
   std::thread thread_;  // last: started when everything above exists
 };
 

@@ -69,6 +69,24 @@ struct RopeTables {
   at::Tensor cos, sin;  // [n, head_dim / 2] fp32 on the model's device
 };
 
+// The buffers of a decode batch, kept at the same addresses from step to step: the step's token
+// ids and positions and, on the CPU host path (native weights with CPU kernels), every fp32
+// activation of the step, its RoPE tables and its logits. Model::DecodeStep given buffers writes
+// into them instead of allocating per step. They grow to the largest batch seen, in powers of two
+// rows, and then never move: what capturing the step as a CUDA graph per batch-size bucket needs
+// (docs/engine.md#decode-buffers).
+// OWNERSHIP: the caller's (BatchEngine keeps one for its loop, Generate one per request).
+// THREADING: one DecodeStep at a time per DecodeBuffers.
+struct DecodeBuffers {
+  int64_t rows = 0;           // rows the tensors below hold (0: none yet)
+  at::Tensor ids, positions;  // [rows] int64, host
+  at::Tensor x, h, out;       // host path: [rows, hidden] fp32
+  // host path: [rows, (Hq + 2 Hkv) hd], [rows, Hq, hd], [rows, 2 ff], [rows, ff]
+  at::Tensor qkv, attn, gate_up, act;
+  at::Tensor rope_cos, rope_sin;  // host path: [rows, head_dim / 2] fp32
+  at::Tensor logits;              // host path: [rows, vocab] fp32
+};
+
 // Parses "bf16"/"bfloat16", "fp32"/"float32", "fp16"/"float16"; throws on anything else.
 at::ScalarType ParseDtype(const std::string& name);
 const char* DtypeName(at::ScalarType dtype);
@@ -135,7 +153,9 @@ class Model {
     at::Tensor q, k, v;  // [n, Hq, hd], [n, Hkv, hd], [n, Hkv, hd]; no RoPE yet
   };
   Qkv ProjectQkv(int64_t layer, const at::Tensor& h) const;
-  RopeTables Rope(const at::Tensor& positions) const;
+  // With `into` (tables of at least n rows on the CPU), the tables are written there and the
+  // returned ones are views of its first n rows.
+  RopeTables Rope(const at::Tensor& positions, const RopeTables* into = nullptr) const;
   at::Tensor ApplyRope(const at::Tensor& x, const RopeTables& rope) const;       // [n, H, hd]
   at::Tensor ApplyRope(const at::Tensor& x, const at::Tensor& positions) const;  // [n, H, hd]
   // attn: [n, Hq, hd] -> [n, hidden] fp32 (to be added to the residual).
@@ -182,10 +202,12 @@ class Model {
   // read once per step for all of them; with native weights every row's products read the blocks
   // whatever the number of rows, as a one-row Forward does, so row i's logits equal
   // Forward({ids[i]}, positions[i], *caches[i])'s up to the product kernel's summation order.
-  // Returns [rows, vocab] fp32. The caches must be distinct.
+  // Returns [rows, vocab] fp32. The caches must be distinct. With `buffers`, the step's ids,
+  // positions and (host path) activations and logits live there: the result is then a view of
+  // buffers->logits, valid until the next DecodeStep with the same buffers.
   at::Tensor DecodeStep(const std::vector<TokenId>& ids, const std::vector<int64_t>& positions,
-                        const std::vector<KvCache*>& caches,
-                        const AttentionOptions& attention = {}) const;
+                        const std::vector<KvCache*>& caches, const AttentionOptions& attention = {},
+                        DecodeBuffers* buffers = nullptr) const;
 
   // ---- standard forward ----
   // Runs ids (at positions start..start+n-1) through all layers, appending to cache; returns the

@@ -233,7 +233,7 @@ void BatchEngine::Step() {
   std::exception_ptr step_error;
   if (!rows.empty()) {
     try {
-      const at::Tensor logits = model_->DecodeStep(ids, positions, caches);
+      const at::Tensor logits = model_->DecodeStep(ids, positions, caches, {}, &buffers_);
       for (size_t i = 0; i < rows.size(); ++i) rows[i]->logits = logits[static_cast<int64_t>(i)];
     } catch (...) {
       step_error = std::current_exception();

@@ -132,6 +132,7 @@ GenerationResult Generate(const Model& model, KvCache& cache, const at::Tensor& 
   // Room for every token this call may append, so decode steps never reallocate the cache.
   for (int64_t l = 0; l < cache.num_layers(); ++l) cache.Reserve(l, options.max_tokens);
   at::Tensor logits = first_logits;
+  DecodeBuffers buffers;  // every step's, at the same addresses (logits: sampled before reuse)
   while (!generation.done()) {
     GenerationStep step = generation.Next(logits);
     if (step.emit && on_piece && !on_piece(step.piece, step.token) && !step.cut) {
@@ -141,7 +142,7 @@ GenerationResult Generate(const Model& model, KvCache& cache, const at::Tensor& 
     if (!step.feed) break;
     // The batch's decode step with one row: the same logits as a one-token Forward (bit for bit
     // on the CPU, tests/model/batch_engine_test.cc), without its per-layer operators.
-    logits = model.DecodeStep({step.token}, {step.position}, {&cache})[0];
+    logits = model.DecodeStep({step.token}, {step.position}, {&cache}, {}, &buffers)[0];
   }
   if (std::optional<std::string> rest = generation.Flush(); rest && on_piece) {
     on_piece(*rest, -1);

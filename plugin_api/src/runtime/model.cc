@@ -253,12 +253,22 @@ Model::Qkv Model::ProjectQkv(int64_t layer, const at::Tensor& h) const {
   return out;
 }
 
-RopeTables Model::Rope(const at::Tensor& positions) const {
+RopeTables Model::Rope(const at::Tensor& positions, const RopeTables* into) const {
   // Angles in fp32 as Hugging Face computes them, on the host from the host positions, then
   // moved to the device (a copy to it, never a read back).
   const at::Tensor pos = positions.is_cpu() ? positions : ToHost(positions);
   at::Tensor angles = pos.to(at::kFloat).unsqueeze(1) * inv_freq_cpu_;
   RopeTables t;
+  if (into != nullptr) {
+    SIFT_CHECK(
+        into->cos.is_cpu() && into->cos.size(0) >= pos.size(0) && into->sin.size(0) >= pos.size(0),
+        "Rope: the tables to write into hold fewer than ", pos.size(0), " rows");
+    t.cos = into->cos.narrow(0, 0, pos.size(0));
+    t.sin = into->sin.narrow(0, 0, pos.size(0));
+    at::cos_out(t.cos, angles);  // the same kernels as below, into the given rows
+    at::sin_out(t.sin, angles);
+    return t;
+  }
   t.cos = angles.cos().to(options_.device);
   t.sin = angles.sin().to(options_.device);
   return t;
@@ -413,42 +423,73 @@ at::Tensor Model::RunLayers(int64_t begin, int64_t end, const at::Tensor& x,
 
 namespace {
 
+// Sizes `b` for n rows: unchanged when it holds enough, else reallocated for the next power of two
+// (so a batch that grows one row at a time moves its buffers log2(max) times). The activations
+// and logits only for the host path.
+void GrowDecodeBuffers(const Model& model, int64_t n, bool host_path, DecodeBuffers& b) {
+  if (b.rows >= n && (!host_path || b.logits.defined())) return;
+  const ModelConfig& c = model.config();
+  int64_t rows = 1;
+  while (rows < n) rows *= 2;
+  rows = std::max(rows, b.rows);
+  const at::TensorOptions i64 = at::TensorOptions().dtype(at::kLong);
+  const at::TensorOptions f32 = at::TensorOptions().dtype(at::kFloat);
+  b = DecodeBuffers();
+  b.rows = rows;
+  b.ids = at::empty({rows}, i64);        // host: token ids
+  b.positions = at::empty({rows}, i64);  // host: positions
+  if (!host_path) return;
+  const int64_t hidden = c.hidden_size, hd = c.head_dim, ff = c.intermediate_size;
+  const int64_t nqkv = (c.num_heads + 2 * c.num_kv_heads) * hd;
+  b.x = at::empty({rows, hidden}, f32);              // host: CPU-only path
+  b.h = at::empty({rows, hidden}, f32);              // host: CPU-only path
+  b.out = at::empty({rows, hidden}, f32);            // host: CPU-only path
+  b.qkv = at::empty({rows, nqkv}, f32);              // host: CPU-only path
+  b.attn = at::empty({rows, c.num_heads, hd}, f32);  // host: CPU-only path
+  b.gate_up = at::empty({rows, 2 * ff}, f32);        // host: CPU-only path
+  b.act = at::empty({rows, ff}, f32);                // host: CPU-only path
+  b.rope_cos = at::empty({rows, hd / 2}, f32);       // host: CPU-only path
+  b.rope_sin = at::empty({rows, hd / 2}, f32);       // host: CPU-only path
+  b.logits = at::empty({rows, model.quantized_weights().lm_head.rows()}, f32);  // host: CPU
+}
+
 // Model::DecodeStep with native weights and sift's CPU kernels: the kernels the operator path
-// below calls, in the same order on the same values (so the same bits), but on fp32 buffers made
-// once per step, so a layer costs no LibTorch operator but the attention's reads of each cache
-// (Keys, Values, Positions). Host overhead per layer is what made a one-row step slower than
-// its products; sift-engine-bench counts the operators.
+// below calls, in the same order on the same values (so the same bits), but on the fp32 buffers
+// of `b` (sized for the step), so a layer costs no LibTorch operator but the attention's reads of
+// each cache (Keys, Values, Positions) and the step allocates nothing. Host overhead per layer is
+// what made a one-row step slower than its products; sift-engine-bench counts the operators.
 at::Tensor HostDecodeStep(const Model& model, const std::vector<at::Tensor>& b_qkv,
-                          const std::vector<TokenId>& ids, const at::Tensor& pos,
-                          const std::vector<KvCache*>& caches, const AttentionOptions& attention) {
+                          const at::Tensor& ids, const at::Tensor& pos,
+                          const std::vector<KvCache*>& caches, const AttentionOptions& attention,
+                          DecodeBuffers& b) {
   const ModelConfig& c = model.config();
   const ModelWeights& w = model.weights();
   const QuantizedWeights& qw = model.quantized_weights();
-  const int64_t n = static_cast<int64_t>(ids.size());
+  const int64_t n = ids.size(0);
   const int64_t hidden = c.hidden_size, hd = c.head_dim, ff = c.intermediate_size;
   const int64_t nq = c.num_heads * hd, nkv = c.num_kv_heads * hd, nqkv = nq + 2 * nkv;
   const float eps = static_cast<float>(c.rms_norm_eps);
-  const RopeTables rope = model.Rope(pos);
-  // Embed returns a tensor of its own (index_select), so the residual stream updates it in place.
-  at::Tensor x = Contiguous(model.Embed(at::tensor(std::vector<int64_t>(ids.begin(), ids.end()),
-                                                   at::kLong)));  // host: token ids
+  const RopeTables into{b.rope_cos, b.rope_sin};
+  const RopeTables rope = model.Rope(pos, &into);
+  // The residual stream starts as the rows' embeddings.
+  at::Tensor x = b.x.narrow(0, 0, n);
+  if (w.embed.scalar_type() == at::kFloat) {
+    at::index_select_out(x, w.embed, 0, ids);
+  } else {
+    x.copy_(w.embed.index_select(0, ids));
+  }
   const at::TensorOptions f32 = at::TensorOptions().dtype(at::kFloat);
-  at::Tensor h = at::empty({n, hidden}, f32);              // host: CPU-only path
-  at::Tensor qkv = at::empty({n, nqkv}, f32);              // host: CPU-only path
-  at::Tensor attn = at::empty({n, c.num_heads, hd}, f32);  // host: CPU-only path
-  at::Tensor out = at::empty({n, hidden}, f32);            // host: CPU-only path
-  at::Tensor gate_up = at::empty({n, 2 * ff}, f32);        // host: CPU-only path
-  at::Tensor act = at::empty({n, ff}, f32);                // host: CPU-only path
-  float* xp = x.data_ptr<float>();                         // host: CPU kernel
-  float* hp = h.data_ptr<float>();                         // host: CPU kernel
-  float* qkvp = qkv.data_ptr<float>();                     // host: CPU kernel
-  float* attnp = attn.data_ptr<float>();                   // host: CPU kernel
-  float* outp = out.data_ptr<float>();                     // host: CPU kernel
-  float* gup = gate_up.data_ptr<float>();                  // host: CPU kernel
-  float* actp = act.data_ptr<float>();                     // host: CPU kernel
-  int64_t* posp = pos.data_ptr<int64_t>();                 // host: positions
-  const float* cos_table = rope.cos.data_ptr<float>();     // host: CPU kernel
-  const float* sin_table = rope.sin.data_ptr<float>();     // host: CPU kernel
+  at::Tensor attn = b.attn.narrow(0, 0, n);
+  float* xp = x.data_ptr<float>();                      // host: CPU kernel
+  float* hp = b.h.data_ptr<float>();                    // host: CPU kernel
+  float* qkvp = b.qkv.data_ptr<float>();                // host: CPU kernel
+  float* attnp = attn.data_ptr<float>();                // host: CPU kernel
+  float* outp = b.out.data_ptr<float>();                // host: CPU kernel
+  float* gup = b.gate_up.data_ptr<float>();             // host: CPU kernel
+  float* actp = b.act.data_ptr<float>();                // host: CPU kernel
+  int64_t* posp = pos.data_ptr<int64_t>();              // host: positions
+  const float* cos_table = rope.cos.data_ptr<float>();  // host: CPU kernel
+  const float* sin_table = rope.sin.data_ptr<float>();  // host: CPU kernel
   // q, k and v of every row as views of the qkv buffer (no operator: from_blob).
   const at::Tensor q =
       at::from_blob(qkvp, {n, c.num_heads, hd}, {nqkv, hd, 1}, f32);  // host: CPU-only path
@@ -486,8 +527,8 @@ at::Tensor HostDecodeStep(const Model& model, const std::vector<at::Tensor>& b_q
     add_residual(xp, outp);
   }
   cpu::RmsNorm(xp, w.final_norm.data_ptr<float>(), eps, n, hidden, hp);  // host: CPU kernel
-  at::Tensor logits = at::empty({n, qw.lm_head.rows()}, f32);            // host: CPU-only path
-  float* logitsp = logits.data_ptr<float>();                             // host: CPU kernel
+  at::Tensor logits = b.logits.narrow(0, 0, n);
+  float* logitsp = logits.data_ptr<float>();  // host: CPU kernel
   qw.lm_head.MatMul(hp, n, hidden, logitsp, qw.lm_head.rows());
   return logits;
 }
@@ -495,23 +536,29 @@ at::Tensor HostDecodeStep(const Model& model, const std::vector<at::Tensor>& b_q
 }  // namespace
 
 at::Tensor Model::DecodeStep(const std::vector<TokenId>& ids, const std::vector<int64_t>& positions,
-                             const std::vector<KvCache*>& caches,
-                             const AttentionOptions& attention) const {
+                             const std::vector<KvCache*>& caches, const AttentionOptions& attention,
+                             DecodeBuffers* buffers) const {
   const int64_t n = static_cast<int64_t>(ids.size());
   SIFT_CHECK(n > 0 && positions.size() == ids.size() && caches.size() == ids.size(),
              "DecodeStep: ", ids.size(), " ids, ", positions.size(), " positions and ",
              caches.size(), " caches (need the same number, at least one)");
   const ModelConfig& c = config();
   const int64_t hd = c.head_dim, nq = c.num_heads * hd, nkv = c.num_kv_heads * hd;
-  const at::Tensor pos = at::tensor(positions, at::kLong);  // host: positions
+  // The step's ids and positions (and on the host path its activations) in the caller's buffers
+  // when given, else in buffers made for this step alone.
+  // Native weights exist only on the CPU (Load), so this is the CPU host path.
+  const bool host_path = native_weights() && options_.cpu_kernels;
+  DecodeBuffers own;
+  DecodeBuffers& b = buffers != nullptr ? *buffers : own;
+  GrowDecodeBuffers(*this, n, host_path, b);
+  const at::Tensor pos = b.positions.narrow(0, 0, n), id_rows = b.ids.narrow(0, 0, n);
+  std::copy(positions.begin(), positions.end(), pos.data_ptr<int64_t>());  // host: positions
+  std::copy(ids.begin(), ids.end(), id_rows.data_ptr<int64_t>());          // host: token ids
   AttentionOptions attn_options = attention;
   attn_options.upcast_fp32 = false;  // one query row per sequence
-  if (native_weights() && options_.cpu_kernels && options_.device.is_cpu()) {
-    return HostDecodeStep(*this, b_qkv_, ids, pos, caches, attn_options);
-  }
+  if (host_path) return HostDecodeStep(*this, b_qkv_, id_rows, pos, caches, attn_options, b);
   const RopeTables rope = Rope(pos);
-  at::Tensor x = Embed(at::tensor(std::vector<int64_t>(ids.begin(), ids.end()),
-                                  at::kLong));  // host: token ids
+  at::Tensor x = Embed(id_rows);
   if (!options_.cpu_kernels) attn_options.kernel = AttentionKernel::kTorch;
   for (int64_t layer = 0; layer < c.num_layers; ++layer) {
     const QuantizedLayer* ql = Quantized(layer);
