@@ -312,18 +312,20 @@ json Long(const std::string& id, int max_tokens) {
           {"stream", true}};
 }
 
-// Four long streams; once they run, a short request joins and leaves, one stream is cancelled
-// and one passes its deadline; the other two still produce every token.
+// Four long streams; once two of them run, a short request joins and leaves, one stream is
+// cancelled and one passes its deadline; the other two still produce every token.
 TEST_F(BatchFlowTest, JoinLeaveCancelAndDeadlineMidBatch) {
   auto c = Connect(ctx_, *daemon_);
-  c->Send(Long("a", 48));
-  c->Send(Long("b", 48));
+  // a and b are long enough to outlast the other three requests' prefills even under TSan, where a
+  // prefill takes many decode steps (one per layer boundary).
+  c->Send(Long("a", 200));
+  c->Send(Long("b", 200));
   c->Send(Long("cancel-me", 48));
   json deadline = Long("deadline", 400);
   deadline["deadline_ms"] = 1500;
   c->Send(deadline);
-  // Once the three long ones stream, a short request joins. (Not "all four": under a slow build,
-  // such as ThreadSanitizer's, the deadline can pass before that request's first token.)
+  // Once a and b stream, a short request joins. (Not "all four": under a slow build, such as
+  // ThreadSanitizer's, the deadline can pass before that request's first token.)
   std::set<std::string> streaming;
   std::map<std::string, json> terminal;
   std::map<std::string, int> chunks;
@@ -341,7 +343,7 @@ TEST_F(BatchFlowTest, JoinLeaveCancelAndDeadlineMidBatch) {
       terminal[id] = h;
       if (id == "short") short_left_while_running = !terminal.count("a") && !terminal.count("b");
     }
-    if (!joined && streaming.count("a") && streaming.count("b") && streaming.count("cancel-me")) {
+    if (!joined && streaming.count("a") && streaming.count("b")) {
       c->Send({{"type", "generate"},
                {"id", "short"},
                {"pipeline", "full"},
@@ -360,8 +362,8 @@ TEST_F(BatchFlowTest, JoinLeaveCancelAndDeadlineMidBatch) {
   for (const auto& [id, t] : terminal) seen += id + " ended: " + t.value("type", "") + "; ";
   ASSERT_EQ(terminal.size(), 5u) << (joined ? "" : "the short request was never sent; ") << seen;
   EXPECT_EQ(terminal["a"]["type"], "final");
-  EXPECT_EQ(terminal["a"]["usage"]["completion_tokens"], 48);
-  EXPECT_EQ(terminal["b"]["usage"]["completion_tokens"], 48);
+  EXPECT_EQ(terminal["a"]["usage"]["completion_tokens"], 200);
+  EXPECT_EQ(terminal["b"]["usage"]["completion_tokens"], 200);
   EXPECT_EQ(terminal["short"]["type"], "final");
   EXPECT_EQ(terminal["short"]["usage"]["completion_tokens"], 3);
   EXPECT_EQ(terminal["cancel-me"]["code"], "CANCELLED") << terminal["cancel-me"].dump();
