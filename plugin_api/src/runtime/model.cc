@@ -471,7 +471,8 @@ at::Tensor HostDecodeStep(const Model& model, const std::vector<at::Tensor>& b_q
   const float eps = static_cast<float>(c.rms_norm_eps);
   const RopeTables into{b.rope_cos, b.rope_sin};
   const RopeTables rope = model.Rope(pos, &into);
-  // The residual stream starts as the rows' embeddings.
+  // The residual stream starts as the rows' embeddings: Model::Embed's gather, written into x
+  // (Embed would return a tensor of its own).
   at::Tensor x = b.x.narrow(0, 0, n);
   if (w.embed.scalar_type() == at::kFloat) {
     at::index_select_out(x, w.embed, 0, ids);
@@ -544,10 +545,10 @@ at::Tensor Model::DecodeStep(const std::vector<TokenId>& ids, const std::vector<
              caches.size(), " caches (need the same number, at least one)");
   const ModelConfig& c = config();
   const int64_t hd = c.head_dim, nq = c.num_heads * hd, nkv = c.num_kv_heads * hd;
-  // The step's ids and positions (and on the host path its activations) in the caller's buffers
-  // when given, else in buffers made for this step alone.
   // Native weights exist only on the CPU (Load), so this is the CPU host path.
   const bool host_path = native_weights() && options_.cpu_kernels;
+  // The step's ids and positions (and on the host path its activations) in the caller's buffers
+  // when given, else in buffers made for this step alone.
   DecodeBuffers own;
   DecodeBuffers& b = buffers != nullptr ? *buffers : own;
   GrowDecodeBuffers(*this, n, host_path, b);
