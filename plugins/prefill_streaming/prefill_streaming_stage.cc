@@ -5,6 +5,7 @@
 #include <set>
 #include <string>
 
+#include "prefill/prefix_reuse.h"
 #include "prefill/prompt_check.h"
 
 namespace sift::plugins {
@@ -17,6 +18,7 @@ PrefillStreamingStage::PrefillStreamingStage(const StageParams& params, const Mo
   options_.block_size = params.GetInt("block_size", 256, 1, 65536, RequestCap{64, 65536});
   options_.include_query_keys = params.GetBool("include_query_keys", false);
   options_.fallback_query = params.GetInt("fallback_query", 32, 1, 4096);
+  prefix_cache_ = params.GetBool("prefix_cache", true);
 }
 
 Status PrefillStreamingStage::Run(const Model& model, RequestState& state, StageContext& context) {
@@ -40,10 +42,34 @@ Status PrefillStreamingStage::Run(const Model& model, RequestState& state, Stage
     context.Progress("prefill_streaming", done, total);
     context.Yield();  // other requests' decode steps may run between steps
   };
+  // With the host's prefix cache the pass keeps layers 0..R's KV of every row (the archive): it
+  // starts from a cached prefix of the context and stores its own prompt. Entries are filed per
+  // mask and depth, which the KV depends on (chunk and block size do not change it).
+  PrefixCacheAccess shared = prefix_cache_ ? context.prefix_cache() : PrefixCacheAccess{};
+  PrefixStart start;
+  if (shared.cache != nullptr) {
+    const int64_t depth = *layers.rbegin() + 1;
+    shared.scope += "/sink=" + std::to_string(options_.sink) +
+                    ",window=" + std::to_string(options_.window) +
+                    ",layers=" + std::to_string(depth);
+    KvCacheShape shape = model.CacheShape();
+    shape.num_layers = depth;
+    // The query part's rows always run: their queries give the scores.
+    start = StartFromPrefixCache(shared, state.tokens, question_begin, 0, shape);
+    for (int64_t l = 0; l < depth; ++l) start.cache->Reserve(l, n - start.reused);
+    options.archive = start.cache.get();
+    options.cached = start.reused;
+  }
   StreamingScores scores;
   if (!StreamingPrefill(model, state.tokens, question_begin, layers, options, &scores)) {
     return context.CancelStatus();
   }
+  // A prompt with no context to score runs nothing and leaves nothing worth storing.
+  if (start.cache != nullptr && start.cache->size(0) == n) {
+    StoreInPrefixCache(shared, state.tokens, *start.cache);
+  }
+  start.cache.reset();  // the pass's KV is not a product: the filter re-prefills what it keeps
+  state.cached_tokens += start.reused;
   state.question_begin = question_begin;
   std::map<int64_t, AttentionStats> stats;
   for (auto& [layer, a] : scores.scores) stats[layer].max_prob = std::move(a);

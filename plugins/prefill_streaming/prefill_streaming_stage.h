@@ -17,6 +17,9 @@
 //   block_size          int in [1, 65536], default 256    attention query block
 //   include_query_keys  bool, default false   softmax over context + query keys (else context)
 //   fallback_query      int in [1, 4096], default 32
+//   prefix_cache        bool, default true   with the host's prefix cache: start from a cached
+//                       prefix of the context and store this prompt's layers 0..R (memory: R + 1
+//                       layers of the prompt's KV during the pass; docs/context-cache.md)
 //
 // Cancellation is checked and context.Yield() called before every layer of every segment
 // (siftd runs other requests' decode steps there).
@@ -40,6 +43,7 @@ class PrefillStreamingStage : public Stage {
 
  private:
   StreamingPrefillOptions options_;
+  bool prefix_cache_ = true;
 };
 
 }  // namespace sift::plugins

@@ -27,12 +27,12 @@ void SetEmptyScores(const at::Device& device, const std::set<int64_t>& score_lay
   out->peak_cache_entries = 0;
 }
 
-// The segments the prompt streams in: context chunks (the first one also holds the sink), then
-// the query part [ctx, n).
-std::vector<std::pair<int64_t, int64_t>> Segments(int64_t ctx, int64_t n,
+// The segments the prompt streams in from row `begin` on: context chunks (the first one of the
+// prompt also holds the sink), then the query part [ctx, n).
+std::vector<std::pair<int64_t, int64_t>> Segments(int64_t begin, int64_t ctx, int64_t n,
                                                   const StreamingPrefillOptions& options) {
   std::vector<std::pair<int64_t, int64_t>> segments;
-  for (int64_t c0 = 0; c0 < ctx;) {
+  for (int64_t c0 = begin; c0 < ctx;) {
     const int64_t size = c0 == 0 ? options.chunk + options.sink : options.chunk;
     const int64_t c1 = std::min(ctx, c0 + size);
     segments.emplace_back(c0, c1);
@@ -84,7 +84,14 @@ bool StreamingPrefill(const Model& model, const std::vector<TokenId>& tokens,
     return true;
   }
 
-  const std::vector<std::pair<int64_t, int64_t>> segments = Segments(ctx, n, options);
+  KvCache* archive = options.archive;
+  const int64_t begin = archive != nullptr ? options.cached : 0;
+  SIFT_CHECK(archive == nullptr || archive->num_layers() == last + 1,
+             "streaming prefill: an archive of ", archive ? archive->num_layers() : 0,
+             " layers for layers 0..", last);
+  SIFT_CHECK(0 <= begin && begin <= ctx && (begin == 0 || archive->size(0) == begin),
+             "streaming prefill: ", begin, " cached rows for a context of ", ctx);
+  const std::vector<std::pair<int64_t, int64_t>> segments = Segments(begin, ctx, n, options);
 
   AttentionOptions lambda;
   lambda.block_size = options.block_size;
@@ -103,6 +110,15 @@ bool StreamingPrefill(const Model& model, const std::vector<TokenId>& tokens,
     keys[l] = at::empty({kv_heads, rows, head_dim},
                         at::TensorOptions().dtype(model.options().dtype).device(device));
   }
+  if (begin > 0) {
+    // A cached prefix: each layer starts from what a row at `begin` can see, the score layers'
+    // keys from the prefix's keys.
+    for (int64_t l = 0; l < last; ++l) {
+      cache.Set(l, archive->Keys(l), archive->Values(l), archive->Positions(l));
+      TrimToLambda(cache, l, begin, options.sink, options.window);
+    }
+    for (auto& [l, k] : keys) k.narrow(1, 0, begin).copy_(archive->Keys(l));
+  }
   int64_t peak = 0;
   const int64_t total = static_cast<int64_t>(segments.size()) * (last + 1);
   int64_t step = 0;
@@ -118,15 +134,23 @@ bool StreamingPrefill(const Model& model, const std::vector<TokenId>& tokens,
       if (score_layers.count(l)) {
         const at::Tensor h = model.AttnNorm(l, x);
         Model::Qkv qkv = model.ProjectQkv(l, h);
-        if (!is_query || options.include_query_keys) {
-          keys[l]
-              .narrow(1, c0, c1 - c0)
-              .copy_(model.ApplyRope(qkv.k, positions).permute({1, 0, 2}));
+        const bool keep_keys = !is_query || options.include_query_keys;
+        const bool archive_here = l == last && archive != nullptr;
+        if (keep_keys || archive_here) {
+          const at::Tensor k = model.ApplyRope(qkv.k, positions);  // [rows, Hkv, hd]
+          if (keep_keys) keys[l].narrow(1, c0, c1 - c0).copy_(k.permute({1, 0, 2}));
+          if (archive_here) archive->Append(l, k, qkv.v, positions);
         }
         if (is_query) queries[l] = model.ApplyRope(qkv.q, positions);
       }
       if (l == last) break;
       x = model.Layer(l, x, positions, &cache, lambda);
+      if (archive != nullptr) {
+        // The rows just appended (the layer appends them last), before the trim drops them.
+        const int64_t rows = c1 - c0, size = cache.size(l);
+        archive->Append(l, cache.Keys(l).narrow(1, size - rows, rows).permute({1, 0, 2}),
+                        cache.Values(l).narrow(1, size - rows, rows).permute({1, 0, 2}), positions);
+      }
       int64_t held = 0;
       for (int64_t j = 0; j <= l; ++j) held += cache.size(j);
       peak = std::max(peak, held);

@@ -15,6 +15,15 @@
 //     causally), fp32, one value per context token, sink included (callers drop it).
 // Nothing past R is computed. Cost is linear in |C| for fixed sink, window, chunk and |q|.
 //
+// With an `archive` (a cache of R + 1 layers, for the host's prefix cache) every row the pass
+// runs also leaves its KV there, in prompt order: layers 0..R-1 as computed under the Λ mask,
+// layer R its RoPE'd keys and its values, so memory grows by (R + 1) layers of the prompt's KV.
+// If the archive already holds `cached` rows (a cached prefix of this prompt, cached <= |C|)
+// those rows are not run: each layer's streaming cache starts as the archive's sink and window
+// entries at `cached`, and the score layers' keys as the archive's keys. This is exact because
+// the Λ mask is causal: a row's KV at every layer depends on the rows before it only, and the
+// trimmed cache holds every entry a later row can see (only floating-point grouping differs).
+//
 // With no query part (question_begin == n) the last `fallback_query` tokens act as the query.
 // With no context (question_begin <= 0, or a prompt no longer than fallback_query) nothing is
 // computed: every score layer gets an empty tensor and context_length is 0, so a filter keeps
@@ -22,7 +31,8 @@
 //
 // THREADING: pure function of its inputs (the model is const).
 // ERRORS:    throws sift::Error for bad options (empty prompt, no score layer, layer out of
-//            range, chunk < 1, window < 1). `cancelled` (may be empty) is polled
+//            range, chunk < 1, window < 1, an archive of another depth, `cached` outside
+//            [0, |C|] or more than the archive holds). `cancelled` (may be empty) is polled
 //            before every layer of every chunk; when it returns true the function returns false.
 #ifndef SIFT_PLUGINS_PREFILL_STREAMING_STREAMING_PREFILL_H_
 #define SIFT_PLUGINS_PREFILL_STREAMING_STREAMING_PREFILL_H_
@@ -35,6 +45,7 @@
 #include <set>
 #include <vector>
 
+#include "sift/kv_cache.h"
 #include "sift/model.h"
 
 namespace sift::plugins {
@@ -46,6 +57,8 @@ struct StreamingPrefillOptions {
   int64_t block_size = 256;         // attention query block
   bool include_query_keys = false;  // softmax over context + query keys (else context only)
   int64_t fallback_query = 32;  // query rows taken from the prompt's end when there is no question
+  KvCache* archive = nullptr;   // not owned; R + 1 layers; receives every row's KV (see above)
+  int64_t cached = 0;           // rows [0, cached) already in `archive`, not run (needs archive)
   std::function<bool()> cancelled;
   std::function<void(int64_t done, int64_t total)> progress;
 };

@@ -2,10 +2,10 @@
 // plugins, fp32 so that "the same answer" means identical): a second question about one
 // document reuses the document's KV and answers exactly as a daemon without the cache does; the
 // query-aware selections reuse all but their observation window, H2O (column sums over every
-// row) nothing; GemFilter's scoring pass reuses the document's first layers; concurrent requests
-// share one cached prefix; a small KV budget evicts instead of growing; a hot-reloaded prefill
-// plugin never serves its old generation's entries; a request cancelled after its reuse leaves
-// the cache serving.
+// row) nothing; GemFilter's and ILRe's scoring passes reuse the document's first layers; concurrent
+// requests share one cached prefix; a small KV budget evicts instead of growing; a hot-reloaded
+// prefill plugin never serves its old generation's entries; a request cancelled after its reuse
+// leaves the cache serving.
 #include <signal.h>
 
 #include <atomic>
@@ -187,6 +187,37 @@ TEST_F(ContextCacheTest, GemFilterReusesItsScoringPassOverTheDocument) {
   // A request that turns the pass's cache off runs the whole document through it again.
   const json no_cache = Ask(*cached_, "gemfilter", ContextAndQuestion(kQuestions[1]), 12,
                             {{"filter", {{"topk", 200}}}, {"pass1", {{"prefix_cache", false}}}});
+  ASSERT_EQ(no_cache["type"], "final") << no_cache.dump();
+  EXPECT_EQ(Cached(no_cache), 0);
+  EXPECT_EQ(no_cache["text"], reference["text"]);
+}
+
+TEST_F(ContextCacheTest, IlreReusesItsStreamingPassOverTheDocument) {
+  // ILRe's pass 1 (prefill_streaming) files layers 0..l_R of every row under its own scope: a
+  // second question runs only the question through the Λ-masked layers, against the document's
+  // sink and window entries and its keys at l_R; the scores, the kept tokens and the answer equal
+  // a fresh daemon's.
+  const json params = {{"filter", {{"budget", 200}}}};
+  const json first = Ask(*cached_, "ilre", ContextAndQuestion(kQuestions[0]), 12, params);
+  ASSERT_EQ(first["type"], "final") << first.dump();
+  EXPECT_EQ(Cached(first), 0);
+  const double hits = Metric(*cached_, "sift_prefix_cache_hits_total");
+  const json second = Ask(*cached_, "ilre", ContextAndQuestion(kQuestions[1]), 12, params);
+  ASSERT_EQ(second["type"], "final") << second.dump();
+  const int64_t prompt = second["usage"]["prompt_tokens"];
+  ASSERT_GT(prompt, 600);
+  EXPECT_GT(Cached(second), prompt - 30) << second.dump();
+  EXPECT_LT(Cached(second), prompt);
+  EXPECT_EQ(Metric(*cached_, "sift_prefix_cache_hits_total"), hits + 1);
+  const json reference = Ask(*fresh_, "ilre", ContextAndQuestion(kQuestions[1]), 12, params);
+  ASSERT_EQ(reference["type"], "final") << reference.dump();
+  EXPECT_EQ(Cached(reference), 0);
+  EXPECT_LT(second["stats"]["tokens_kept"].get<int64_t>(), prompt - 300) << second.dump();
+  EXPECT_EQ(second["stats"]["tokens_kept"], reference["stats"]["tokens_kept"]);
+  EXPECT_EQ(second["text"], reference["text"]);
+  // A request that turns the pass's cache off streams the whole document again.
+  const json no_cache = Ask(*cached_, "ilre", ContextAndQuestion(kQuestions[1]), 12,
+                            {{"filter", {{"budget", 200}}}, {"pass1", {{"prefix_cache", false}}}});
   ASSERT_EQ(no_cache["type"], "final") << no_cache.dump();
   EXPECT_EQ(Cached(no_cache), 0);
   EXPECT_EQ(no_cache["text"], reference["text"]);

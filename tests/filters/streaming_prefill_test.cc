@@ -3,9 +3,13 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <set>
+#include <string>
 
 #include "model_env.h"
 #include "partial_prefill.h"
+#include "sift/error.h"
+#include "sift/kv_cache.h"
 #include "streaming_prefill.h"
 
 namespace sift::plugins {
@@ -62,6 +66,72 @@ TEST(StreamingPrefill, MatchesDenseLambdaReference) {
   StreamingScores alone;
   ASSERT_TRUE(StreamingPrefill(model, tokens, qb, {3}, o, &alone));
   EXPECT_TRUE(at::allclose(alone.scores.at(3), got.scores.at(3), 1e-5, 1e-6));
+}
+
+// The prefix cache's use of the pass: a run that keeps an archive (layers 0..R of every row)
+// scores exactly as one without, and a run that starts from a prefix of that archive (short of
+// the window, inside the first chunk, and the whole context) gives the same scores and the same
+// archive as running every row.
+TEST(StreamingPrefill, StartsFromACachedPrefixAsIfEveryRowRan) {
+  SIFT_FILTERS_REQUIRE_MODEL();
+  const Model& model = *Fp32Model();
+  int64_t qb = 0;
+  const std::vector<TokenId> tokens = FillerPrompt(model, 12, &qb);
+  const int64_t n = static_cast<int64_t>(tokens.size());
+  StreamingPrefillOptions o;
+  o.sink = 2;
+  o.window = 8;
+  o.chunk = 16;
+  const std::set<int64_t> layers = {1, 3};
+  KvCacheShape shape = model.CacheShape();
+  shape.num_layers = 4;
+
+  StreamingScores plain;
+  ASSERT_TRUE(StreamingPrefill(model, tokens, qb, layers, o, &plain));
+  KvCache whole(shape);
+  StreamingPrefillOptions archived = o;
+  archived.archive = &whole;
+  StreamingScores with_archive;
+  ASSERT_TRUE(StreamingPrefill(model, tokens, qb, layers, archived, &with_archive));
+  for (int64_t r : layers) EXPECT_TRUE(at::equal(with_archive.scores.at(r), plain.scores.at(r)));
+  for (int64_t l = 0; l < 4; ++l) {
+    ASSERT_EQ(whole.size(l), n) << "layer " << l;
+    EXPECT_TRUE(at::equal(whole.Positions(l).select(0, 0), at::arange(n, at::kLong)));
+  }
+
+  ASSERT_GT(qb, 24);
+  for (int64_t cached : {int64_t{5}, int64_t{13}, qb - 3, qb}) {
+    SCOPED_TRACE("cached " + std::to_string(cached));
+    KvCache prefix = whole.ClonePrefix(cached, n - cached);
+    StreamingPrefillOptions resumed = o;
+    resumed.archive = &prefix;
+    resumed.cached = cached;
+    StreamingScores got;
+    ASSERT_TRUE(StreamingPrefill(model, tokens, qb, layers, resumed, &got));
+    EXPECT_EQ(got.context_length, qb);
+    for (int64_t r : layers) {
+      EXPECT_TRUE(at::allclose(got.scores.at(r), plain.scores.at(r), 1e-4, 1e-5))
+          << "layer " << r << " max diff "
+          << (got.scores.at(r) - plain.scores.at(r)).abs().max().item<float>();
+    }
+    for (int64_t l = 0; l < 4; ++l) {
+      ASSERT_EQ(prefix.size(l), n) << "layer " << l;
+      EXPECT_TRUE(at::equal(prefix.Positions(l), whole.Positions(l))) << "layer " << l;
+      EXPECT_TRUE(at::allclose(prefix.Keys(l), whole.Keys(l), 1e-4, 1e-5)) << "layer " << l;
+      EXPECT_TRUE(at::allclose(prefix.Values(l), whole.Values(l), 1e-4, 1e-5)) << "layer " << l;
+    }
+  }
+  // A prefix reaching into the query part, or an archive of another depth, is refused.
+  KvCache too_long = whole.ClonePrefix(qb + 1, n);
+  StreamingPrefillOptions bad = o;
+  bad.archive = &too_long;
+  bad.cached = qb + 1;
+  StreamingScores unused;
+  EXPECT_THROW(StreamingPrefill(model, tokens, qb, layers, bad, &unused), Error);
+  KvCache shallow(model.CacheShape());
+  bad.archive = &shallow;
+  bad.cached = 0;
+  EXPECT_THROW(StreamingPrefill(model, tokens, qb, layers, bad, &unused), Error);
 }
 
 TEST(PartialPrefill, LastQueryScoresMatchFullForward) {

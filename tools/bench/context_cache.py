@@ -128,7 +128,19 @@ def run_questions(args):
               f"{rows[-1]['prompt_tokens']}", file=sys.stderr)
     return {"part": "questions", "server": args.server, "model": args.model, "label": args.label,
             "gguf": args.gguf, "dtype": args.dtype, "doc_tokens": args.doc_tokens,
-            "document_in": args.document_in, "rows": rows}
+            "document_in": args.document_in, "machine": cpu_name(), "rows": rows}
+
+
+def cpu_name():
+    """The CPU's model name: appended runs may come from another machine than the header's."""
+    try:
+        with open("/proc/cpuinfo") as f:
+            for line in f:
+                if line.startswith("model name"):
+                    return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return None
 
 
 def run_chat(args):
@@ -191,6 +203,9 @@ def report(args):
                 r.get("dtype", "bf16")
             where = r.get("document_in", "user")
             name = r["model"] + (" (document as system message)" if where == "system" else "")
+            header_cpu = (meta.get("machine") or "").rsplit(",", 1)[0]
+            if r.get("machine") and r["machine"] != header_cpu:
+                name += f", on {r['machine']}"
             out.append(f"| {gguf} | {r['doc_tokens']} | {name} | {first:,.0f} ms | {med:,.0f} ms | "
                        f"{med / first:.3f} | {statistics.median(share) * 100 if share else 0:.1f} % | "
                        f"{f'{same[0]} of {same[1]}' if same else '-'} | "

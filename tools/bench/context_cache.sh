@@ -11,7 +11,8 @@
 #              nothing cached), then the first --ref-questions of them on a siftd started with
 #              --prefix-cache false: TTFT of questions 2-8 against the first, the share of the
 #              prompt served from the cache, and whether the answers are the same (greedy).
-#              gemfilter reuses its scoring pass (layers 0..r), ilre nothing (docs/context-cache.md).
+#              gemfilter and ilre reuse their scoring passes (layers 0..r and 0..l_R;
+#              docs/context-cache.md).
 #              --document-in system sends the document as a system message and the question as
 #              the user message (default user: both in one user message, which is then the
 #              question span a filter always keeps: use system for gemfilter and ilre)
@@ -108,12 +109,13 @@ log "waiting for the measurement lock $LOCK"
 exec 9>"$LOCK"
 flock 9
 model_rel="$(realpath --relative-to="$ROOT" "$MODEL")"
+flags="$(grep -m1 '^flags' /proc/cpuinfo | tr ' ' '\n' | grep -E '^(avx2|avx512f|avx512_bf16|avx512_vnni|amx_bf16|fma|f16c)$' | tr '\n' ' ')"
+cpu="$(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | sed 's/^ //')"
 if ((APPEND)); then
+  # An appended run may come from another machine: its note names the machine too.
   python3 -c 'import json,sys; print(json.dumps({"part": "note", "text": sys.argv[1]}))' \
-    "Appended: model \`$model_rel\`, --dtype $DTYPE, --threads $THREADS, context $CTX, lengths $LENGTHS, pipelines $PIPELINES, parts $PARTS, document in the $DOCUMENT_IN message (\`bash tools/bench/context_cache.sh --append --model $model_rel --parts $PARTS --dtype $DTYPE --lengths $LENGTHS --pipelines $PIPELINES --ref-questions $REF_QUESTIONS --document-in $DOCUMENT_IN\`)." >> "$JSONL"
+    "Appended ($cpu, $(nproc) cores, flags: $flags, $(date -u +%F)): model \`$model_rel\`, --dtype $DTYPE, --threads $THREADS, context $CTX, lengths $LENGTHS, pipelines $PIPELINES, parts $PARTS, document in the $DOCUMENT_IN message (\`bash tools/bench/context_cache.sh --append --model $model_rel --parts $PARTS --dtype $DTYPE --lengths $LENGTHS --pipelines $PIPELINES --ref-questions $REF_QUESTIONS --document-in $DOCUMENT_IN\`)." >> "$JSONL"
 else
-  flags="$(grep -m1 '^flags' /proc/cpuinfo | tr ' ' '\n' | grep -E '^(avx2|avx512f|avx512_bf16|avx512_vnni|amx_bf16|fma|f16c)$' | tr '\n' ' ')"
-  cpu="$(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | sed 's/^ //')"
   python3 -c 'import json,sys; print(json.dumps({"part": "meta", "machine": sys.argv[1], "cpu_flags": sys.argv[2].split(), "model": sys.argv[3], "header": sys.argv[4]}))' \
     "$cpu, $(nproc) cores" "$flags" "$model_rel" \
     "Machine: $cpu, $(nproc) cores (flags: $flags), $(date -u +%F). Model \`$model_rel\`, --threads $THREADS, context $CTX, --dtype $DTYPE, siftd's defaults otherwise (batching on, --prefill-chunk 512). Command: \`bash tools/bench/context_cache.sh --model $model_rel --lengths $LENGTHS --pipelines $PIPELINES --ref-questions $REF_QUESTIONS --chat-tokens $CHAT_TOKENS --turns $TURNS\`. Documents cut from \`$(realpath --relative-to="$ROOT" "$TEXT")\`; raw results in \`context-cache/raw.jsonl\`." \
