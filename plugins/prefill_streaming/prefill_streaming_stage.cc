@@ -1,12 +1,16 @@
 #include "prefill_streaming_stage.h"
 
 #include <algorithm>
+#include <exception>
 #include <map>
+#include <memory>
 #include <set>
 #include <string>
+#include <vector>
 
 #include "prefill/prefix_reuse.h"
 #include "prefill/prompt_check.h"
+#include "sift/prefix_cache.h"
 
 namespace sift::plugins {
 
@@ -19,9 +23,77 @@ PrefillStreamingStage::PrefillStreamingStage(const StageParams& params, const Mo
   options_.include_query_keys = params.GetBool("include_query_keys", false);
   options_.fallback_query = params.GetInt("fallback_query", 32, 1, 4096);
   prefix_cache_ = params.GetBool("prefix_cache", true);
+  full_ = params.GetString("mode", "retrieval", {"retrieval", "full"}) == "full";
+}
+
+Status PrefillStreamingStage::RunFull(const Model& model, RequestState& state,
+                                      StageContext& context) {
+  SIFT_RETURN_IF_ERROR(CheckPrompt(model, state.tokens));
+  if (!state.plan.stats.empty()) {
+    return Status(StatusCode::kFailedPrecondition, "stats_unsupported",
+                  "prefill_streaming with mode = \"full\" collects no attention statistics, and "
+                  "a later stage asked for some: use prefill_full before a select stage");
+  }
+  const int64_t n = static_cast<int64_t>(state.tokens.size());
+  const int64_t max_tokens = state.generation.max_tokens;
+  // The rolling state after the context (the question's start) serves other questions about it;
+  // the state after the whole prompt serves the next turn of a conversation.
+  const int64_t question_begin =
+      state.question_begin > 0 && state.question_begin < n ? state.question_begin : 0;
+  PrefixCacheAccess shared = prefix_cache_ ? context.prefix_cache() : PrefixCacheAccess{};
+  shared.scope += "/rolling:sink=" + std::to_string(options_.sink) +
+                  ",window=" + std::to_string(options_.window);
+  std::unique_ptr<KvCache> cache;
+  int64_t reused = 0;
+  if (shared.cache != nullptr) {
+    try {
+      // The last prompt token always runs: its row gives the first token's logits.
+      auto hit = shared.cache->LookupState(shared.scope, state.tokens, n - 1, max_tokens);
+      if (hit) {
+        cache = std::make_unique<KvCache>(std::move(hit->cache));
+        reused = hit->tokens;
+      }
+    } catch (const std::exception&) {
+      reused = 0;  // no memory for the copy: stream the whole prompt
+    }
+  }
+  if (cache == nullptr) cache = std::make_unique<KvCache>(model.CacheShape());
+  cache->set_headroom(max_tokens);
+
+  StreamingPrefillOptions options = options_;
+  options.cancelled = [&] { return context.Cancelled(); };
+  options.progress = [&](int64_t done, int64_t total) {
+    context.Progress("prefill_streaming", done, total);
+    context.Yield();  // other requests' decode steps may run between steps
+  };
+  KvCache context_state(model.CacheShape());
+  at::Tensor logits;
+  const int64_t snapshot_at = shared.cache != nullptr ? question_begin : 0;
+  if (!StreamingForward(model, state.tokens, reused, snapshot_at, options, cache.get(),
+                        &context_state, &logits)) {
+    return context.CancelStatus();
+  }
+  if (shared.cache != nullptr) {
+    try {
+      // One conversation or document keeps two entries: this prompt's state replaces the
+      // earlier turns' (and questions') except the context's, which is then (re)stored.
+      shared.cache->InsertState(shared.scope, state.tokens, *cache, question_begin);
+      if (snapshot_at > reused) {
+        const std::vector<TokenId> context_tokens(state.tokens.begin(),
+                                                  state.tokens.begin() + question_begin);
+        shared.cache->InsertState(shared.scope, context_tokens, context_state, -1);
+      }
+    } catch (const std::exception&) {
+      // No memory for a copy: the request goes on, its states are not cached.
+    }
+  }
+  state.AdoptPrefill(std::move(cache), std::move(logits), {});
+  state.cached_tokens += reused;
+  return Status::Ok();
 }
 
 Status PrefillStreamingStage::Run(const Model& model, RequestState& state, StageContext& context) {
+  if (full_) return RunFull(model, state, context);
   const int64_t n = static_cast<int64_t>(state.tokens.size());
   SIFT_RETURN_IF_ERROR(CheckPromptTokens(model, state.tokens));
   std::set<int64_t> layers;

@@ -27,17 +27,22 @@ void SetEmptyScores(const at::Device& device, const std::set<int64_t>& score_lay
   out->peak_cache_entries = 0;
 }
 
+// Chunks of [from, to): `chunk` rows each, the prompt's first (from 0) `sink` more.
+void AddChunks(int64_t from, int64_t to, const StreamingPrefillOptions& options,
+               std::vector<std::pair<int64_t, int64_t>>* out) {
+  for (int64_t c0 = from; c0 < to;) {
+    const int64_t c1 = std::min(to, c0 + (c0 == 0 ? options.chunk + options.sink : options.chunk));
+    out->emplace_back(c0, c1);
+    c0 = c1;
+  }
+}
+
 // The segments the prompt streams in from row `begin` on: context chunks (the first one of the
 // prompt also holds the sink), then the query part [ctx, n).
 std::vector<std::pair<int64_t, int64_t>> Segments(int64_t begin, int64_t ctx, int64_t n,
                                                   const StreamingPrefillOptions& options) {
   std::vector<std::pair<int64_t, int64_t>> segments;
-  for (int64_t c0 = begin; c0 < ctx;) {
-    const int64_t size = c0 == 0 ? options.chunk + options.sink : options.chunk;
-    const int64_t c1 = std::min(ctx, c0 + size);
-    segments.emplace_back(c0, c1);
-    c0 = c1;
-  }
+  AddChunks(begin, ctx, options, &segments);
   segments.emplace_back(ctx, n);
   return segments;
 }
@@ -62,6 +67,46 @@ void ScoreContext(int64_t ctx, int64_t n, int64_t block_size, std::map<int64_t, 
 }
 
 }  // namespace
+
+bool StreamingForward(const Model& model, const std::vector<TokenId>& tokens, int64_t begin,
+                      int64_t snapshot_at, const StreamingPrefillOptions& options, KvCache* cache,
+                      KvCache* snapshot, at::Tensor* last_logits) {
+  const int64_t n = static_cast<int64_t>(tokens.size());
+  const int64_t layers = model.config().num_layers;
+  SIFT_CHECK(n > 0, "streaming forward: empty prompt");
+  SIFT_CHECK(0 <= begin && begin < n, "streaming forward: begin ", begin, " outside [0, ", n, ")");
+  SIFT_CHECK(options.chunk >= 1 && options.window >= 1 && options.sink >= 0,
+             "streaming forward: chunk and window must be >= 1, sink >= 0");
+  SIFT_CHECK(cache != nullptr && cache->num_layers() == layers, "streaming forward: a cache of ",
+             cache ? cache->num_layers() : 0, " layers for a model of ", layers);
+  const bool snap = snapshot != nullptr && snapshot_at > begin && snapshot_at < n;
+  std::vector<std::pair<int64_t, int64_t>> chunks;
+  AddChunks(begin, snap ? snapshot_at : n, options, &chunks);
+  if (snap) AddChunks(snapshot_at, n, options, &chunks);
+
+  AttentionOptions lambda;
+  lambda.block_size = options.block_size;
+  lambda.sink = options.sink;
+  lambda.window = options.window;
+  const at::TensorOptions host_options = at::TensorOptions().dtype(at::kLong).device(at::kCPU);
+  const int64_t total = static_cast<int64_t>(chunks.size()) * layers;
+  int64_t step = 0;
+  for (const auto& [c0, c1] : chunks) {
+    const at::Tensor positions = at::arange(c0, c1, host_options);
+    at::Tensor x = model.Embed(
+        at::tensor(std::vector<int64_t>(tokens.begin() + c0, tokens.begin() + c1), host_options));
+    for (int64_t l = 0; l < layers; ++l, ++step) {
+      if (options.cancelled && options.cancelled()) return false;
+      if (options.progress) options.progress(step, total);
+      x = model.Layer(l, x, positions, cache, lambda);
+      TrimToLambda(*cache, l, c1, options.sink, options.window);
+    }
+    if (c1 == n) *last_logits = model.Logits(x.narrow(0, c1 - c0 - 1, 1)).select(0, 0);
+    if (snap && c1 == snapshot_at) *snapshot = cache->Clone();
+  }
+  if (options.progress) options.progress(total, total);
+  return true;
+}
 
 bool StreamingPrefill(const Model& model, const std::vector<TokenId>& tokens,
                       int64_t question_begin, const std::set<int64_t>& score_layers,

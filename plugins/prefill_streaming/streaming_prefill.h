@@ -69,6 +69,22 @@ struct StreamingScores {
   int64_t peak_cache_entries = 0;        // most streaming-cache entries held at once (all layers)
 };
 
+// StreamingLLM's streaming setting (Xiao et al. 2024, §3.2) through the whole model: tokens
+// [begin, n) run in chunks (as above: `chunk` rows, the prompt's first chunk `sink` more)
+// through every layer under the Λ mask, attending to `cache`, which holds the rolling state after
+// tokens [0, begin) (empty when begin is 0). After each chunk every layer keeps its first `sink`
+// positions and its last `window` (TrimToLambda), so `cache` ends as the rolling state after all
+// n tokens, at most sink + window entries per layer whatever n is, and *last_logits is the last
+// row's logits [vocab] fp32. With 0 < snapshot_at < n (and snapshot_at >= begin), *snapshot
+// receives a copy of the rolling state after tokens [0, snapshot_at) (a chunk ends there). The
+// state after a prefix depends on that prefix alone (the mask is causal), so running [0, n) and
+// running [b, n) from the state after [0, b) give the same result up to floating-point grouping.
+// Returns false when `options.cancelled` said so (polled before every layer of every chunk).
+// ERRORS: throws sift::Error for an empty prompt, begin outside [0, n), a cache of another depth.
+bool StreamingForward(const Model& model, const std::vector<TokenId>& tokens, int64_t begin,
+                      int64_t snapshot_at, const StreamingPrefillOptions& options, KvCache* cache,
+                      KvCache* snapshot, at::Tensor* last_logits);
+
 // Returns true when done.
 bool StreamingPrefill(const Model& model, const std::vector<TokenId>& tokens,
                       int64_t question_begin, const std::set<int64_t>& score_layers,

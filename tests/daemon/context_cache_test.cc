@@ -2,7 +2,8 @@
 // plugins, fp32 so that "the same answer" means identical): a second question about one
 // document reuses the document's KV and answers exactly as a daemon without the cache does; the
 // query-aware selections reuse all but their observation window, H2O (column sums over every
-// row) nothing; GemFilter's and ILRe's scoring passes reuse the document's first layers; concurrent
+// row) nothing; GemFilter's and ILRe's scoring passes reuse the document's first layers;
+// StreamingLLM's rolling pipeline resumes questions and chat turns from rolling states; concurrent
 // requests share one cached prefix; a small KV budget evicts instead of growing; a hot-reloaded
 // prefill plugin never serves its old generation's entries; a request cancelled after its reuse
 // leaves the cache serving.
@@ -221,6 +222,58 @@ TEST_F(ContextCacheTest, IlreReusesItsStreamingPassOverTheDocument) {
   ASSERT_EQ(no_cache["type"], "final") << no_cache.dump();
   EXPECT_EQ(Cached(no_cache), 0);
   EXPECT_EQ(no_cache["text"], reference["text"]);
+}
+
+TEST_F(ContextCacheTest, RollingStreamingLlmResumesQuestionsAndTurnsInBoundedMemory) {
+  // streamingllm_rolling keeps 4 sinks + `window` recent entries per layer through its prefill
+  // and files the rolling state after the context and after the prompt: a second question
+  // streams only itself, each chat turn only the answer and the new message, and the answers
+  // equal a fresh daemon's, while the conversation's entries keep one size.
+  const json params = {{"prefill", {{"window", 128}}}};
+  const std::string p = "streamingllm_rolling";
+  const json first = Ask(*cached_, p, ContextAndQuestion(kQuestions[0]), 12, params);
+  ASSERT_EQ(first["type"], "final") << first.dump();
+  EXPECT_EQ(Cached(first), 0);
+  EXPECT_LE(first["stats"]["tokens_kept"].get<int64_t>(), 4 + 128 + 12) << first.dump();
+  const json second = Ask(*cached_, p, ContextAndQuestion(kQuestions[1]), 12, params);
+  ASSERT_EQ(second["type"], "final") << second.dump();
+  const int64_t prompt = second["usage"]["prompt_tokens"];
+  ASSERT_GT(prompt, 600);
+  EXPECT_GT(Cached(second), prompt - 30) << second.dump();
+  EXPECT_LT(Cached(second), prompt);
+  const json reference = Ask(*fresh_, p, ContextAndQuestion(kQuestions[1]), 12, params);
+  ASSERT_EQ(reference["type"], "final") << reference.dump();
+  EXPECT_EQ(Cached(reference), 0);
+  EXPECT_EQ(second["text"], reference["text"]);
+
+  // A conversation: every turn re-sends the earlier ones with the model's answers.
+  json messages = Question(kQuestions[0]);
+  const char* follow_ups[] = {"And on day 14?", "Which goods came most often?"};
+  int64_t previous_prompt = 0;
+  double bytes_after_turn2 = 0;
+  for (int turn = 0; turn < 3; ++turn) {
+    SCOPED_TRACE("turn " + std::to_string(turn + 1));
+    if (turn > 0) {
+      messages.push_back({{"role", "user"}, {"content", follow_ups[turn - 1]}});
+    }
+    const json got = Ask(*cached_, p, messages, 12, params);
+    ASSERT_EQ(got["type"], "final") << got.dump();
+    const json want = Ask(*fresh_, p, messages, 12, params);
+    ASSERT_EQ(want["type"], "final") << want.dump();
+    EXPECT_EQ(got["text"], want["text"]);
+    if (turn > 0) {
+      // The previous turn's whole prompt came from its rolling state.
+      EXPECT_EQ(Cached(got), previous_prompt) << got.dump();
+    }
+    previous_prompt = got["usage"]["prompt_tokens"];
+    if (turn == 1) bytes_after_turn2 = Metric(*cached_, "sift_prefix_cache_bytes");
+    if (turn == 2) {
+      // Two states per conversation (after the context, after the prompt), each sink + window
+      // entries per layer: a longer conversation takes no more.
+      EXPECT_EQ(Metric(*cached_, "sift_prefix_cache_bytes"), bytes_after_turn2);
+    }
+    messages.push_back({{"role", "assistant"}, {"content", got["text"]}});
+  }
 }
 
 TEST_F(ContextCacheTest, ConcurrentRequestsShareOneCachedPrefix) {

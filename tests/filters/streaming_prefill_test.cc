@@ -1,5 +1,7 @@
 // The streaming (Λ-mask, chunked, trimmed-cache) prefill against a dense reference that runs
-// the whole prompt at once under the same mask, and the partial prefill against a full forward.
+// the whole prompt at once under the same mask (ILRe's scoring pass, and StreamingLLM's prefill
+// of the whole model), both resumed from cached states, and the partial prefill against a full
+// forward.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -132,6 +134,74 @@ TEST(StreamingPrefill, StartsFromACachedPrefixAsIfEveryRowRan) {
   bad.archive = &shallow;
   bad.cached = 0;
   EXPECT_THROW(StreamingPrefill(model, tokens, qb, layers, bad, &unused), Error);
+}
+
+// StreamingLLM's streaming prefill of the whole model: the last logits equal a dense forward
+// under the same Λ mask (nothing trimmed, one chunk), the rolling cache holds the dense cache's
+// sink and window entries only, and resuming from the state after the context, or after the
+// whole prompt for a longer one (the next turn), gives the same logits and state.
+TEST(StreamingForward, MatchesADenseLambdaForwardAndResumesFromAState) {
+  SIFT_FILTERS_REQUIRE_MODEL();
+  const Model& model = *Fp32Model();
+  int64_t qb = 0;
+  const std::vector<TokenId> tokens = FillerPrompt(model, 12, &qb);
+  const int64_t n = static_cast<int64_t>(tokens.size());
+  const int64_t layers = model.config().num_layers;
+  StreamingPrefillOptions o;
+  o.sink = 2;
+  o.window = 8;
+  o.chunk = 16;
+
+  ForwardOptions dense;
+  dense.attention.sink = 2;
+  dense.attention.window = 8;
+  KvCache full = model.NewCache();
+  const at::Tensor want = model.Forward(tokens, 0, full, dense);
+  KvCache causal_cache = model.NewCache();
+  const at::Tensor causal = model.Forward(tokens, 0, causal_cache);
+  EXPECT_FALSE(at::allclose(want, causal, 1e-3, 1e-4));  // the mask matters here
+
+  KvCache rolling = model.NewCache(), at_context = model.NewCache();
+  at::Tensor logits;
+  ASSERT_TRUE(StreamingForward(model, tokens, 0, qb, o, &rolling, &at_context, &logits));
+  EXPECT_TRUE(at::allclose(logits, want, 1e-4, 1e-4))
+      << "max diff " << (logits - want).abs().max().item<float>();
+  const at::Tensor kept = at::cat({at::arange(2), at::arange(n - 8, n)});
+  for (int64_t l = 0; l < layers; ++l) {
+    ASSERT_EQ(rolling.size(l), 10) << "layer " << l;
+    EXPECT_TRUE(at::equal(rolling.Positions(l).select(0, 0), kept));
+    EXPECT_TRUE(at::allclose(rolling.Keys(l), full.Keys(l).index_select(1, kept), 1e-4, 1e-5));
+    EXPECT_LE(at_context.size(l), 10);
+  }
+
+  // Another question about the same context, from the state after the context.
+  KvCache resumed = at_context.Clone();
+  at::Tensor again;
+  ASSERT_TRUE(StreamingForward(model, tokens, qb, 0, o, &resumed, nullptr, &again));
+  EXPECT_TRUE(at::allclose(again, logits, 1e-4, 1e-4));
+  for (int64_t l = 0; l < layers; ++l) {
+    EXPECT_TRUE(at::equal(resumed.Positions(l), rolling.Positions(l)));
+    EXPECT_TRUE(at::allclose(resumed.Values(l), rolling.Values(l), 1e-4, 1e-5));
+  }
+
+  // The next turn: the prompt plus more text, from the state after the whole prompt.
+  std::vector<TokenId> turn2 = tokens;
+  const std::vector<TokenId> more = model.tokenizer().Encode(" It is 7341. And the red door?");
+  turn2.insert(turn2.end(), more.begin(), more.end());
+  KvCache fresh = model.NewCache();
+  at::Tensor fresh_logits, next_logits;
+  ASSERT_TRUE(StreamingForward(model, turn2, 0, 0, o, &fresh, nullptr, &fresh_logits));
+  ASSERT_TRUE(StreamingForward(model, turn2, n, 0, o, &rolling, nullptr, &next_logits));
+  EXPECT_TRUE(at::allclose(next_logits, fresh_logits, 1e-4, 1e-4));
+  for (int64_t l = 0; l < layers; ++l) {
+    EXPECT_TRUE(at::equal(rolling.Positions(l), fresh.Positions(l)));
+    EXPECT_TRUE(at::allclose(rolling.Keys(l), fresh.Keys(l), 1e-4, 1e-5));
+  }
+  // A cache of another depth is refused.
+  KvCacheShape shallow = model.CacheShape();
+  shallow.num_layers = 2;
+  KvCache wrong(shallow);
+  EXPECT_THROW(StreamingForward(model, tokens, 0, 0, o, &wrong, nullptr, &logits), Error);
 }
 
 TEST(PartialPrefill, LastQueryScoresMatchFullForward) {

@@ -1,7 +1,8 @@
 // PrefixCache (sift/prefix_cache.h) and KvCache::ClonePrefix on small fp32 caches whose entries
 // encode their token position, so every copy can be checked exactly: the longest prefix wins,
 // caps and scopes hold, entries are superseded, other plugin generations dropped, and bytes are
-// charged to and released from a budget (least recently used first).
+// charged to and released from a budget (least recently used first); state entries serve only
+// prompts that start with all of their tokens, and variants of one generation coexist.
 #include "sift/prefix_cache.h"
 
 #include <gtest/gtest.h>
@@ -129,6 +130,71 @@ TEST(PrefixCacheTest, AnotherGenerationOfThePluginDropsTheOldEntries) {
   EXPECT_FALSE(cache.Lookup("prefill_full@1.0.0#old", a, 1000, 0).has_value());
   EXPECT_TRUE(cache.Lookup("other@1.0.0#x", a, 1000, 0).has_value());
   EXPECT_EQ(PrefixCachePlugin("prefill_full@1.0.0#new"), "prefill_full");
+}
+
+// A state after `tokens` that is not their full KV: each layer holds only the first two and the
+// last three tokens' entries (a streaming prefill's sink and window).
+KvCache RollingStateOf(const std::vector<TokenId>& tokens) {
+  KvCache full = CacheOf(tokens);
+  const int64_t n = static_cast<int64_t>(tokens.size());
+  const at::Tensor keep = at::tensor(std::vector<int64_t>{0, 1, n - 3, n - 2, n - 1});
+  for (int64_t l = 0; l < 2; ++l) full.Select(l, keep);
+  return full;
+}
+
+TEST(PrefixCacheTest, StateEntriesServeOnlyPromptsThatStartWithAllOfTheirTokens) {
+  PrefixCache cache(Opts(), {});
+  const std::vector<TokenId> doc = Seq(0, 30);
+  ASSERT_TRUE(cache.InsertState("s@1#a/rolling", doc, RollingStateOf(doc), 0));
+  EXPECT_EQ(cache.stats().bytes, RollingStateOf(doc).Bytes());
+  // The same tokens are held already.
+  EXPECT_FALSE(cache.InsertState("s@1#a/rolling", doc, RollingStateOf(doc), 0));
+  const std::vector<TokenId> longer = Concat(doc, Seq(500, 10));
+  auto hit = cache.LookupState("s@1#a/rolling", longer, 1000, 5);
+  ASSERT_TRUE(hit.has_value());
+  EXPECT_EQ(hit->tokens, 30);
+  const KvCache want = RollingStateOf(doc);
+  for (int64_t l = 0; l < 2; ++l) {
+    ASSERT_EQ(hit->cache.size(l), 5);
+    EXPECT_TRUE(at::equal(hit->cache.Keys(l), want.Keys(l)));
+    EXPECT_TRUE(at::equal(hit->cache.Positions(l), want.Positions(l)));
+  }
+  EXPECT_GE(hit->cache.AllocatedBytes(), want.Bytes() + 15 * 2 * KvCache::EntryBytes(Shape()));
+  // Not a prefix of the prompt (it stops short of the entry's end, or differs), above the cap,
+  // or asked as a prefix entry: a miss.
+  EXPECT_FALSE(cache.LookupState("s@1#a/rolling", Seq(0, 29), 1000, 0).has_value());
+  EXPECT_FALSE(cache.LookupState("s@1#a/rolling", Concat(Seq(0, 20), Seq(900, 20)), 1000, 0));
+  EXPECT_FALSE(cache.LookupState("s@1#a/rolling", longer, 29, 0).has_value());
+  EXPECT_FALSE(cache.Lookup("s@1#a/rolling", longer, 1000, 0).has_value());
+  // Of two state entries that begin the prompt, the longer one serves it.
+  const std::vector<TokenId> turn2 = Concat(longer, Seq(700, 4));
+  ASSERT_TRUE(cache.InsertState("s@1#a/rolling", longer, RollingStateOf(longer), -1));
+  EXPECT_EQ(cache.stats().entries, 2);
+  EXPECT_EQ(cache.LookupState("s@1#a/rolling", turn2, 1000, 0)->tokens, 40);
+  // Superseding drops the scope's state entries that share at least half of theirs, except the
+  // one of the kept prefix (the document's, for its next question).
+  ASSERT_TRUE(cache.InsertState("s@1#a/rolling", turn2, RollingStateOf(turn2), 30));
+  EXPECT_EQ(cache.stats().entries, 2);
+  EXPECT_EQ(cache.LookupState("s@1#a/rolling", Concat(turn2, Seq(1, 1)), 1000, 0)->tokens, 44);
+  EXPECT_EQ(cache.LookupState("s@1#a/rolling", Concat(doc, Seq(2, 9)), 1000, 0)->tokens, 30);
+  ASSERT_TRUE(cache.InsertState("s@1#a/rolling", Concat(turn2, Seq(1, 2)),
+                                RollingStateOf(Concat(turn2, Seq(1, 2))), 0));
+  EXPECT_EQ(cache.stats().entries, 1);
+}
+
+TEST(PrefixCacheTest, VariantsOfOneGenerationLiveSideBySide) {
+  PrefixCache cache(Opts(), {});
+  const std::vector<TokenId> a = Seq(0, 20);
+  ASSERT_TRUE(cache.Insert("s@1#a/layers=8", a, CacheOf(a)));
+  ASSERT_TRUE(cache.InsertState("s@1#a/rolling", a, RollingStateOf(a), 0));
+  ASSERT_TRUE(cache.Insert("s@1#a/layers=4", a, CacheOf(a)));
+  EXPECT_EQ(cache.stats().entries, 3);
+  EXPECT_TRUE(cache.Lookup("s@1#a/layers=8", Concat(a, Seq(50, 1)), 1000, 0).has_value());
+  // Another generation of the plugin drops every variant of the old one.
+  ASSERT_TRUE(cache.InsertState("s@1#b/rolling", a, RollingStateOf(a), 0));
+  EXPECT_EQ(cache.stats().entries, 1);
+  EXPECT_EQ(PrefixCacheGeneration("s@1#b/rolling"), "s@1#b");
+  EXPECT_EQ(PrefixCacheGeneration("s@1#b"), "s@1#b");
 }
 
 TEST(PrefixCacheTest, EntriesAreChargedToTheBudgetAndEvictedLeastRecentlyUsed) {

@@ -30,6 +30,7 @@ import statistics
 import sys
 import time
 import urllib.parse
+import urllib.request
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 QUESTIONS = [
@@ -100,6 +101,15 @@ def chat(args, messages):
     return ttft, text, usage or {}, timings or {}
 
 
+def metric(url, name):
+    """A gauge's value from a Prometheus text page (siftd's /metrics), or None."""
+    with urllib.request.urlopen(url, timeout=30) as r:
+        for line in r.read().decode().splitlines():
+            if line.startswith(name + " "):
+                return float(line.split()[1])
+    return None
+
+
 def cached_tokens(usage, timings):
     details = usage.get("prompt_tokens_details") or {}
     if "cached_tokens" in details:
@@ -155,10 +165,15 @@ def run_chat(args):
         rows.append({"turn": turn + 1, "ttft_ms": round(ttft, 1),
                      "prompt_tokens": usage.get("prompt_tokens"),
                      "cached_tokens": cached_tokens(usage, timings)})
-        print(f"[chat] {args.server}: turn {turn + 1} ttft {ttft:.0f} ms, cached "
-              f"{rows[-1]['cached_tokens']} of {rows[-1]['prompt_tokens']}", file=sys.stderr)
+        if args.metrics:
+            rows[-1]["cache_bytes"] = metric(args.metrics, "sift_prefix_cache_bytes")
+        print(f"[chat] {args.server} {args.model}: turn {turn + 1} ttft {ttft:.0f} ms, cached "
+              f"{rows[-1]['cached_tokens']} of {rows[-1]['prompt_tokens']}"
+              + (f", cache {rows[-1]['cache_bytes'] / 2**20:.1f} MiB" if args.metrics else ""),
+              file=sys.stderr)
     return {"part": "chat", "server": args.server, "model": args.model, "label": args.label,
-            "gguf": args.gguf, "dtype": args.dtype, "doc_tokens": args.doc_tokens, "rows": rows}
+            "gguf": args.gguf, "dtype": args.dtype, "doc_tokens": args.doc_tokens,
+            "machine": cpu_name(), "rows": rows}
 
 
 def report(args):
@@ -217,26 +232,40 @@ def report(args):
                 "same_answers": same[0] if same else None, "compared": same[1] if same else 0,
                 "no_cache_ttft_ms_median": base}
         out.append("")
-    chats = [r for r in runs if r.get("part") == "chat"]
-    if chats:
+    all_chats = [r for r in runs if r.get("part") == "chat"]
+    if all_chats:
         out += ["## A 10-turn chat through the OpenAI API", "",
                 "Every turn re-sends the conversation (the document as the system message, the "
                 "earlier questions and the server's own answers) plus a new question. TTFT per "
                 "turn, measured by the client; in brackets, prompt tokens served from the "
                 "server's cache (siftd: `usage.prompt_tokens_details.cached_tokens`; "
-                "llama-server: `timings.cache_n`).", ""]
-        servers = [c["server"] for c in chats]
+                "llama-server: `timings.cache_n`) and, where recorded, the bytes siftd's prefix "
+                "cache held after the turn (`sift_prefix_cache_bytes`).", ""]
+    # One table per document, model and machine (runs appended from another machine apart).
+    groups = {}
+    for c in all_chats:
+        groups.setdefault((c.get("doc_tokens"), c.get("gguf"), c.get("machine")), []).append(c)
+    for (doc_tokens, gguf_path, machine), chats in groups.items():
+        if len(groups) > 1:
+            where = f", {machine}" if machine else ""
+            out += [f"Document of {doc_tokens} tokens, "
+                    f"`{gguf_path or '-'}` ({chats[0].get('dtype', 'bf16')}){where}:", ""]
+        servers = [c["server"] if c["model"] in ("full", "smollm2") or c["server"] == "llama"
+                   else f"{c['server']} {c['model']}" for c in chats]
         out += ["| turn | " + " | ".join(f"{s}: TTFT (cached / prompt)" for s in servers) + " |",
                 "|---" * (len(servers) + 1) + "|"]
         for t in range(max(len(c["rows"]) for c in chats)):
             cells = []
             for c in chats:
                 x = c["rows"][t] if t < len(c["rows"]) else None
-                cells.append(f"{x['ttft_ms']:,.0f} ms ({x['cached_tokens']} / {x['prompt_tokens']})"
-                             if x else "-")
+                cache = (f", cache {x['cache_bytes'] / 2**20:,.1f} MiB"
+                         if x and x.get("cache_bytes") is not None else "")
+                cells.append(f"{x['ttft_ms']:,.0f} ms ({x['cached_tokens']} / {x['prompt_tokens']}"
+                             f"{cache})" if x else "-")
             out.append(f"| {t + 1} | " + " | ".join(cells) + " |")
-        for c in chats:
-            summary["chat"][c["server"]] = [x["ttft_ms"] for x in c["rows"]]
+        for c, label in zip(chats, servers):
+            key = label if len(groups) == 1 else f"{label}@{doc_tokens}/{machine or '-'}"
+            summary["chat"][key] = [x["ttft_ms"] for x in c["rows"]]
         out.append("")
     notes = os.path.join(os.path.dirname(args.raw), "notes.md")
     if os.path.exists(notes):  # what the numbers say, written by whoever ran them
@@ -279,6 +308,8 @@ def main():
                                 "is then the question span a filter keeps) or as a system message")
         else:
             s.add_argument("--turns", type=int, default=10)
+            s.add_argument("--metrics", help="siftd's /metrics URL: record the prefix cache's "
+                                             "bytes after every turn")
     r = sub.add_parser("report")
     r.add_argument("--raw", required=True)
     r.add_argument("--out", required=True)

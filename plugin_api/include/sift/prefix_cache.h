@@ -11,6 +11,14 @@
 // every entry of its scope that the new one shares at least half of (the new one serves that
 // prefix: one entry per document or conversation, not one per question).
 //
+// A *state* entry (InsertState / LookupState) is instead what a stage holds after a token
+// sequence when that is not the sequence's full KV, e.g. a streaming prefill's sink and window
+// entries: it cannot be cut to a shorter prefix, so it serves only prompts that start with all of
+// its tokens, and is copied whole.
+//
+// A scope may carry a variant after the generation ("prefill_partial@1.0.0#<hash>/layers=16"):
+// variants of one generation live side by side; another generation of the plugin drops them all.
+//
 // Memory: each entry's bytes are charged to a budget through `Budget` (siftd: its KvBudget, so
 // the cache never takes the daemon past --kv-budget). An entry is stored only if its bytes can
 // be charged at once, after evicting least-recently-used entries; Reclaim() evicts for a request
@@ -75,6 +83,19 @@ class PrefixCache {
   // prompt order), unless it is shorter than min_tokens, already covered by an entry, or its
   // bytes cannot be charged. Returns whether it was stored.
   bool Insert(const std::string& scope, const std::vector<TokenId>& tokens, const KvCache& cache);
+  // State entries (see above). LookupState: the longest state entry in `scope` whose tokens all
+  // begin `tokens` and that is at most `max_tokens` long (and at least min_tokens), a deep copy
+  // of its whole cache with headroom for the rest of `tokens` and `extra` more; nullopt (a miss)
+  // otherwise. InsertState stores a copy of `cache` (any entries per layer) as the state after
+  // `tokens` unless that is shorter than min_tokens, the scope already holds the same tokens, or
+  // its bytes cannot be charged. With `keep_prefix` >= 0 it first drops the scope's state entries
+  // that share at least half of their tokens with `tokens` (as Insert does), except the state
+  // after tokens[0, keep_prefix) (e.g. a document's, which other questions start from); with -1
+  // it drops none. Returns whether it stored the entry.
+  std::optional<Hit> LookupState(const std::string& scope, const std::vector<TokenId>& tokens,
+                                 int64_t max_tokens, int64_t extra);
+  bool InsertState(const std::string& scope, const std::vector<TokenId>& tokens,
+                   const KvCache& cache, int64_t keep_prefix);
   // Evicts least-recently-used entries until `bytes` were released or none is left; returns the
   // bytes released.
   int64_t Reclaim(int64_t bytes);
@@ -88,12 +109,20 @@ class PrefixCache {
     std::vector<TokenId> tokens;
     KvCache cache;
     int64_t bytes = 0;
+    bool state = false;  // a state entry: serves only prompts that start with all of `tokens`
   };
   using EntryList = std::list<std::shared_ptr<const Entry>>;  // most recently used first
 
   // Drops `it` and gives its bytes back; returns the next element.
   EntryList::iterator Drop(EntryList::iterator it) SIFT_REQUIRES(mu_);
   bool Charge(int64_t bytes) SIFT_REQUIRES(mu_);  // evicts LRU entries until the bytes fit
+  // Drops the entries of `scope`'s plugin made by another generation, and with `supersede` the
+  // entries of `scope` of the same kind that share at least half of their tokens with `tokens`,
+  // except one of exactly `keep` tokens that begin `tokens` (-1: none excepted).
+  void DropReplaced(const std::string& scope, const std::vector<TokenId>& tokens, bool state,
+                    bool supersede, int64_t keep = -1) SIFT_REQUIRES(mu_);
+  // Files `entry` (its bytes already charged) as the most recently used.
+  void Add(std::shared_ptr<const Entry> entry) SIFT_REQUIRES(mu_);
 
   const Options options_;
   const Budget budget_;
@@ -102,9 +131,11 @@ class PrefixCache {
   Stats stats_ SIFT_GUARDED_BY(mu_);
 };
 
-// The plugin part of a scope ("prefill_full@1.2.0#<hash>" -> "prefill_full"): entries of one
-// plugin under another scope are an older (or newer) generation of it.
+// The plugin part of a scope ("prefill_full@1.2.0#<hash>" -> "prefill_full") and its generation
+// part ("prefill_partial@1.0.0#<hash>/layers=16" -> "prefill_partial@1.0.0#<hash>"): entries of
+// one plugin under another generation are an older (or newer) build of it.
 std::string PrefixCachePlugin(const std::string& scope);
+std::string PrefixCacheGeneration(const std::string& scope);
 
 }  // namespace sift
 
