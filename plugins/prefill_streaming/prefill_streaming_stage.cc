@@ -68,9 +68,11 @@ Status PrefillStreamingStage::RunFull(const Model& model, RequestState& state,
   };
   KvCache context_state(model.CacheShape());
   at::Tensor logits;
-  const int64_t snapshot_at = shared.cache != nullptr ? question_begin : 0;
-  if (!StreamingForward(model, state.tokens, reused, snapshot_at, options, cache.get(),
-                        &context_state, &logits)) {
+  // Chunks end at the question's start whether or not the state there is cached, so that a
+  // question asked again from the cached state runs exactly the rows a fresh daemon runs (in bf16
+  // too), and answers alike.
+  if (!StreamingForward(model, state.tokens, reused, question_begin, options, cache.get(),
+                        shared.cache != nullptr ? &context_state : nullptr, &logits)) {
     return context.CancelStatus();
   }
   if (shared.cache != nullptr) {
@@ -78,7 +80,7 @@ Status PrefillStreamingStage::RunFull(const Model& model, RequestState& state,
       // One conversation or document keeps two entries: this prompt's state replaces the
       // earlier turns' (and questions') except the context's, which is then (re)stored.
       shared.cache->InsertState(shared.scope, state.tokens, *cache, question_begin);
-      if (snapshot_at > reused) {
+      if (question_begin > reused) {
         const std::vector<TokenId> context_tokens(state.tokens.begin(),
                                                   state.tokens.begin() + question_begin);
         shared.cache->InsertState(shared.scope, context_tokens, context_state, -1);

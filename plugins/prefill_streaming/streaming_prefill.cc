@@ -79,10 +79,13 @@ bool StreamingForward(const Model& model, const std::vector<TokenId>& tokens, in
              "streaming forward: chunk and window must be >= 1, sink >= 0");
   SIFT_CHECK(cache != nullptr && cache->num_layers() == layers, "streaming forward: a cache of ",
              cache ? cache->num_layers() : 0, " layers for a model of ", layers);
-  const bool snap = snapshot != nullptr && snapshot_at > begin && snapshot_at < n;
+  // A chunk always ends at snapshot_at, with or without a snapshot: a prompt then runs in the same
+  // chunks whether or not it starts from a cached state there, so their results are bit-equal.
+  const bool split = snapshot_at > begin && snapshot_at < n;
+  const bool snap = split && snapshot != nullptr;
   std::vector<std::pair<int64_t, int64_t>> chunks;
-  AddChunks(begin, snap ? snapshot_at : n, options, &chunks);
-  if (snap) AddChunks(snapshot_at, n, options, &chunks);
+  AddChunks(begin, split ? snapshot_at : n, options, &chunks);
+  if (split) AddChunks(snapshot_at, n, options, &chunks);
 
   AttentionOptions lambda;
   lambda.block_size = options.block_size;

@@ -75,8 +75,8 @@ struct StreamingScores {
 // tokens [0, begin) (empty when begin is 0). After each chunk every layer keeps its first `sink`
 // positions and its last `window` (TrimToLambda), so `cache` ends as the rolling state after all
 // n tokens, at most sink + window entries per layer whatever n is, and *last_logits is the last
-// row's logits [vocab] fp32. With 0 < snapshot_at < n (and snapshot_at >= begin), *snapshot
-// receives a copy of the rolling state after tokens [0, snapshot_at) (a chunk ends there). The
+// row's logits [vocab] fp32. With begin < snapshot_at < n a chunk ends at snapshot_at, and
+// *snapshot (may be null) receives a copy of the rolling state after tokens [0, snapshot_at). The
 // state after a prefix depends on that prefix alone (the mask is causal), so running [0, n) and
 // running [b, n) from the state after [0, b) give the same result up to floating-point grouping.
 // Returns false when `options.cancelled` said so (polled before every layer of every chunk).
