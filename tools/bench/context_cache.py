@@ -65,11 +65,32 @@ def document(args):
     return " ".join(words[:n])
 
 
+def split_spec(spec):
+    """A pipeline spec "NAME[+STAGE.KEY=VALUE...]" -> (NAME, stage parameter overrides); values
+    are read as JSON where they parse (false, 0.2), else as strings."""
+    name, *overrides = spec.split("+")
+    params = {}
+    for o in overrides:
+        key, _, value = o.partition("=")
+        stage, _, param = key.partition(".")
+        if not stage or not param or not value:
+            sys.exit(f"context_cache.py: bad override '{o}' in '{spec}' (STAGE.KEY=VALUE)")
+        try:
+            parsed = json.loads(value)
+        except json.JSONDecodeError:
+            parsed = value
+        params.setdefault(stage, {})[param] = parsed
+    return name, params
+
+
 def chat(args, messages):
     """One streamed chat completion: (ttft_ms, text, usage, timings)."""
     url = urllib.parse.urlparse(args.url)
-    body = {"model": args.model, "messages": messages, "stream": True, "temperature": 0,
+    pipeline, params = split_spec(args.model)
+    body = {"model": pipeline, "messages": messages, "stream": True, "temperature": 0,
             "max_tokens": args.max_tokens, "stream_options": {"include_usage": True}}
+    if params:
+        body["sift"] = {"params": params}  # siftd's extension (docs/openai.md)
     conn = http.client.HTTPConnection(url.hostname, url.port, timeout=600)
     t0 = time.perf_counter()
     conn.request("POST", "/v1/chat/completions", json.dumps(body),
@@ -290,7 +311,10 @@ def main():
         s = sub.add_parser(name)
         s.add_argument("--url", required=True, help="server base URL, e.g. http://127.0.0.1:7702")
         s.add_argument("--server", required=True, choices=["siftd", "llama"])
-        s.add_argument("--model", default="full", help="model field (siftd: the pipeline)")
+        s.add_argument("--model", default="full",
+                       help="model field (siftd: the pipeline, optionally with stage parameter "
+                            "overrides: NAME+STAGE.KEY=VALUE..., e.g. "
+                            "chunkkv+select.query_aware=false)")
         s.add_argument("--label", default="cache", help="tag stored with the run (e.g. no-cache)")
         s.add_argument("--gguf", default="", help="the model file, stored with the run")
         s.add_argument("--dtype", default="bf16", help="the server's dtype, stored with the run")

@@ -13,7 +13,8 @@
 #              --prefix-cache false: TTFT of questions 2-8 against the first, the share of the
 #              prompt served from the cache, and whether the answers are the same (greedy).
 #              gemfilter and ilre reuse their scoring passes (layers 0..r and 0..l_R;
-#              docs/context-cache.md).
+#              docs/context-cache.md). A pipeline may carry stage parameter overrides:
+#              NAME+STAGE.KEY=VALUE, e.g. chunkkv+select.query_aware=false (context-only).
 #              --document-in system sends the document as a system message and the question as
 #              the user message (default user: both in one user message, which is then the
 #              question span a filter always keeps: use system for gemfilter and ilre)
@@ -44,7 +45,7 @@ APPEND=0
 OUT="$ROOT/docs/results"
 BUILD="${SIFT_BUILD_DIR:-$ROOT/build}"
 LOCK="${SIFT_MEASURE_LOCK:-/tmp/sift-measure.lock}"
-usage() { sed -n '2,28p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//'; }
+usage() { sed -n '2,29p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//'; }
 while (($#)); do
   case "$1" in
     --model) MODEL="$2"; shift 2 ;;
