@@ -115,6 +115,35 @@ class ContextCacheTest : public ::testing::Test {
     ASSERT_EQ(start_error_, "");
   }
 
+  // A filter whose scoring pass (stage "pass1") files the document in the cache: after a first
+  // question, a second one takes its prompt up to the question from the cache (one hit) and
+  // answers as a fresh daemon does; with the pass's cache turned off it runs the whole document
+  // again and answers alike. `params`: the request's stage overrides. Fills the second
+  // question's final and the fresh daemon's.
+  static void ExpectScoringPassReused(const std::string& pipeline, const json& params, json* second,
+                                      json* reference) {
+    const json first = Ask(*cached_, pipeline, ContextAndQuestion(kQuestions[0]), 12, params);
+    ASSERT_EQ(first["type"], "final") << first.dump();
+    EXPECT_EQ(Cached(first), 0);
+    const double hits = Metric(*cached_, "sift_prefix_cache_hits_total");
+    *second = Ask(*cached_, pipeline, ContextAndQuestion(kQuestions[1]), 12, params);
+    ASSERT_EQ((*second)["type"], "final") << second->dump();
+    const int64_t prompt = (*second)["usage"]["prompt_tokens"];
+    EXPECT_GT(Cached(*second), prompt - 30) << second->dump();
+    EXPECT_LT(Cached(*second), prompt);
+    EXPECT_EQ(Metric(*cached_, "sift_prefix_cache_hits_total"), hits + 1);
+    *reference = Ask(*fresh_, pipeline, ContextAndQuestion(kQuestions[1]), 12, params);
+    ASSERT_EQ((*reference)["type"], "final") << reference->dump();
+    EXPECT_EQ(Cached(*reference), 0);
+    EXPECT_EQ((*second)["text"], (*reference)["text"]);
+    json off = params;
+    off["pass1"] = {{"prefix_cache", false}};
+    const json no_cache = Ask(*cached_, pipeline, ContextAndQuestion(kQuestions[1]), 12, off);
+    ASSERT_EQ(no_cache["type"], "final") << no_cache.dump();
+    EXPECT_EQ(Cached(no_cache), 0);
+    EXPECT_EQ(no_cache["text"], (*reference)["text"]);
+  }
+
   static inline Daemon* cached_ = nullptr;  // --prefix-cache on (the default)
   static inline Daemon* fresh_ = nullptr;   // --prefix-cache false: every prompt prefilled whole
   static inline std::string start_error_;
@@ -169,28 +198,10 @@ TEST_F(ContextCacheTest, GemFilterReusesItsScoringPassOverTheDocument) {
   // GemFilter's pass 1 (prefill_partial, layers 0..r) files its own entries: a second question
   // runs only the question through those layers; the filter and the final prefill of the kept
   // tokens run as always, so the answer, the kept tokens and their count equal a fresh daemon's.
-  const json params = {{"filter", {{"topk", 200}}}};
-  const json first = Ask(*cached_, "gemfilter", ContextAndQuestion(kQuestions[0]), 12, params);
-  ASSERT_EQ(first["type"], "final") << first.dump();
-  EXPECT_EQ(Cached(first), 0);
-  const double hits = Metric(*cached_, "sift_prefix_cache_hits_total");
-  const json second = Ask(*cached_, "gemfilter", ContextAndQuestion(kQuestions[1]), 12, params);
-  ASSERT_EQ(second["type"], "final") << second.dump();
-  const int64_t prompt = second["usage"]["prompt_tokens"];
-  EXPECT_GT(Cached(second), prompt - 30) << second.dump();
-  EXPECT_LT(Cached(second), prompt);
-  EXPECT_EQ(Metric(*cached_, "sift_prefix_cache_hits_total"), hits + 1);
+  json second, reference;
+  ASSERT_NO_FATAL_FAILURE(
+      ExpectScoringPassReused("gemfilter", {{"filter", {{"topk", 200}}}}, &second, &reference));
   EXPECT_EQ(second["stats"]["tokens_kept"], 200) << second.dump();
-  const json reference = Ask(*fresh_, "gemfilter", ContextAndQuestion(kQuestions[1]), 12, params);
-  ASSERT_EQ(reference["type"], "final") << reference.dump();
-  EXPECT_EQ(Cached(reference), 0);
-  EXPECT_EQ(second["text"], reference["text"]);
-  // A request that turns the pass's cache off runs the whole document through it again.
-  const json no_cache = Ask(*cached_, "gemfilter", ContextAndQuestion(kQuestions[1]), 12,
-                            {{"filter", {{"topk", 200}}}, {"pass1", {{"prefix_cache", false}}}});
-  ASSERT_EQ(no_cache["type"], "final") << no_cache.dump();
-  EXPECT_EQ(Cached(no_cache), 0);
-  EXPECT_EQ(no_cache["text"], reference["text"]);
 }
 
 TEST_F(ContextCacheTest, IlreReusesItsStreamingPassOverTheDocument) {
@@ -198,30 +209,13 @@ TEST_F(ContextCacheTest, IlreReusesItsStreamingPassOverTheDocument) {
   // second question runs only the question through the Λ-masked layers, against the document's
   // sink and window entries and its keys at l_R; the scores, the kept tokens and the answer equal
   // a fresh daemon's.
-  const json params = {{"filter", {{"budget", 200}}}};
-  const json first = Ask(*cached_, "ilre", ContextAndQuestion(kQuestions[0]), 12, params);
-  ASSERT_EQ(first["type"], "final") << first.dump();
-  EXPECT_EQ(Cached(first), 0);
-  const double hits = Metric(*cached_, "sift_prefix_cache_hits_total");
-  const json second = Ask(*cached_, "ilre", ContextAndQuestion(kQuestions[1]), 12, params);
-  ASSERT_EQ(second["type"], "final") << second.dump();
+  json second, reference;
+  ASSERT_NO_FATAL_FAILURE(
+      ExpectScoringPassReused("ilre", {{"filter", {{"budget", 200}}}}, &second, &reference));
   const int64_t prompt = second["usage"]["prompt_tokens"];
   ASSERT_GT(prompt, 600);
-  EXPECT_GT(Cached(second), prompt - 30) << second.dump();
-  EXPECT_LT(Cached(second), prompt);
-  EXPECT_EQ(Metric(*cached_, "sift_prefix_cache_hits_total"), hits + 1);
-  const json reference = Ask(*fresh_, "ilre", ContextAndQuestion(kQuestions[1]), 12, params);
-  ASSERT_EQ(reference["type"], "final") << reference.dump();
-  EXPECT_EQ(Cached(reference), 0);
   EXPECT_LT(second["stats"]["tokens_kept"].get<int64_t>(), prompt - 300) << second.dump();
   EXPECT_EQ(second["stats"]["tokens_kept"], reference["stats"]["tokens_kept"]);
-  EXPECT_EQ(second["text"], reference["text"]);
-  // A request that turns the pass's cache off streams the whole document again.
-  const json no_cache = Ask(*cached_, "ilre", ContextAndQuestion(kQuestions[1]), 12,
-                            {{"filter", {{"budget", 200}}}, {"pass1", {{"prefix_cache", false}}}});
-  ASSERT_EQ(no_cache["type"], "final") << no_cache.dump();
-  EXPECT_EQ(Cached(no_cache), 0);
-  EXPECT_EQ(no_cache["text"], reference["text"]);
 }
 
 TEST_F(ContextCacheTest, RollingStreamingLlmResumesQuestionsAndTurnsInBoundedMemory) {

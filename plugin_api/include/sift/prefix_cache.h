@@ -121,6 +121,9 @@ class PrefixCache {
   // except one of exactly `keep` tokens that begin `tokens` (-1: none excepted).
   void DropReplaced(const std::string& scope, const std::vector<TokenId>& tokens, bool state,
                     bool supersede, int64_t keep = -1) SIFT_REQUIRES(mu_);
+  // A lookup's outcome: counts a miss (it is end() or `tokens` is short of min_tokens) and returns
+  // null, or counts a hit of `tokens`, makes the entry the most recently used and returns it.
+  std::shared_ptr<const Entry> TakeHit(EntryList::iterator it, int64_t tokens) SIFT_REQUIRES(mu_);
   // Files `entry` (its bytes already charged) as the most recently used.
   void Add(std::shared_ptr<const Entry> entry) SIFT_REQUIRES(mu_);
 

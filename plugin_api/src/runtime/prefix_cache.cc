@@ -51,14 +51,8 @@ std::optional<PrefixCache::Hit> PrefixCache::Lookup(const std::string& scope,
         best_it = it;
       }
     }
-    if (best_it == entries_.end() || best_len < options_.min_tokens) {
-      ++stats_.misses;
-      return std::nullopt;
-    }
-    best = *best_it;
-    entries_.splice(entries_.begin(), entries_, best_it);  // most recently used
-    ++stats_.hits;
-    stats_.reused_tokens += best_len;
+    best = TakeHit(best_it, best_len);
+    if (best == nullptr) return std::nullopt;
   }
   const int64_t rest = static_cast<int64_t>(tokens.size()) - best_len;
   return Hit{best->cache.ClonePrefix(best_len, rest + extra), best_len};
@@ -111,14 +105,8 @@ std::optional<PrefixCache::Hit> PrefixCache::LookupState(const std::string& scop
         best_it = it;
       }
     }
-    if (best_it == entries_.end() || best_len < options_.min_tokens) {
-      ++stats_.misses;
-      return std::nullopt;
-    }
-    best = *best_it;
-    entries_.splice(entries_.begin(), entries_, best_it);  // most recently used
-    ++stats_.hits;
-    stats_.reused_tokens += best_len;
+    best = TakeHit(best_it, best_len);
+    if (best == nullptr) return std::nullopt;
   }
   const int64_t n = static_cast<int64_t>(best->tokens.size());
   return Hit{CopyWithHeadroom(best->cache, static_cast<int64_t>(tokens.size()) - n + extra), n};
@@ -150,6 +138,18 @@ bool PrefixCache::InsertState(const std::string& scope, const std::vector<TokenI
   DropReplaced(scope, tokens, /*state=*/true, keep_prefix >= 0, keep_prefix);
   Add(std::move(entry));
   return true;
+}
+
+std::shared_ptr<const PrefixCache::Entry> PrefixCache::TakeHit(EntryList::iterator it,
+                                                               int64_t tokens) {
+  if (it == entries_.end() || tokens < options_.min_tokens) {
+    ++stats_.misses;
+    return nullptr;
+  }
+  entries_.splice(entries_.begin(), entries_, it);  // most recently used
+  ++stats_.hits;
+  stats_.reused_tokens += tokens;
+  return *it;
 }
 
 void PrefixCache::DropReplaced(const std::string& scope, const std::vector<TokenId>& tokens,
