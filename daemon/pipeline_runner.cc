@@ -1,6 +1,9 @@
 #include "daemon/pipeline_runner.h"
 
 #include <chrono>
+#include <cstdio>
+#include <functional>
+#include <string>
 
 #include "daemon/local_stage_host.h"
 #include "daemon/state_codec.h"
@@ -49,6 +52,24 @@ Status CheckOverrideKeys(const std::string& pipeline, const std::vector<Resolved
   return Status::Ok();
 }
 
+// Prefix-cache entries are filed under the plugin generation that made them: a hot reload
+// changes the hash.
+std::string PrefixScope(const ResolvedStage& stage) {
+  return stage.plugin->id() + "#" + stage.plugin->info().content_hash;
+}
+
+// The scope a stage's context state (RequestPlan::context_state) is filed under: its generation,
+// the variant it named and a digest of the pipeline and of every stage up to it with its
+// parameters (the request's overrides included); empty where the stage has no prefix cache (a
+// remote stage, or a daemon without one).
+std::string ContextStateScope(const ResolvedStage& stage, const LocalExecution& local,
+                              const std::string& lineage, const std::string& variant) {
+  if (!stage.config.endpoint.empty() || local.prefix_cache == nullptr) return "";
+  char digest[17];
+  std::snprintf(digest, sizeof(digest), "%016zx", std::hash<std::string>{}(lineage));
+  return PrefixScope(stage) + "/" + variant + "/" + digest;
+}
+
 Status RunLocal(const ResolvedStage& stage, Stage& instance, const Model& model,
                 RequestState& state, StageContext& context, const LocalExecution& local) {
   LocalHopJob job;  // its thread_state captures this thread's LibTorch state
@@ -61,8 +82,7 @@ Status RunLocal(const ResolvedStage& stage, Stage& instance, const Model& model,
   job.decoder = local.decoder != nullptr ? local.decoder : local.engine;
   job.slice_tokens = local.slice_tokens;
   job.prefix_cache = local.prefix_cache;
-  // Entries are filed under the plugin generation that made them: a hot reload changes the hash.
-  job.prefix_scope = stage.plugin->id() + "#" + stage.plugin->info().content_hash;
+  job.prefix_scope = PrefixScope(stage);
   const LocalHopJob* handle = &job;
   std::vector<zmq::message_t> payload;
   payload.emplace_back(&handle, sizeof(handle));
@@ -143,11 +163,18 @@ Status RunPipeline(const std::string& pipeline, const std::vector<ResolvedStage>
     p.update(stage_overrides);
     params.push_back(std::move(p));
   }
+  std::string lineage = pipeline;  // what the stages up to i are: plugins, builds, parameters
   for (size_t i = 0; i < stages.size(); ++i) {
+    lineage += "\n" + PrefixScope(stages[i]) + " " + params[i].dump();
+    const std::string named = state.plan.context_state;
     const Status planned = instances[i]->Plan(model, state.plan);
     if (!planned.ok()) {
       return Status(planned.code(), planned.reason(),
                     "stage '" + stages[i].config.label + "' (plan): " + planned.message());
+    }
+    if (state.plan.context_state != named && !state.plan.context_state.empty()) {
+      state.plan.context_state =
+          ContextStateScope(stages[i], local, lineage, state.plan.context_state);
     }
   }
   bool decode_reached = false;

@@ -251,6 +251,7 @@ EncodedState EncodeState(const RequestState& s) {
   h["cache"] = EncodeCache(s.cache.get(), enc);
   h["next_position"] = s.next_position;
   h["cached_tokens"] = s.cached_tokens;
+  h["context_state_hit"] = s.context_state_hit;
   h["last_logits"] = enc.Tensor(s.last_logits);
   json stats = json::array();
   for (const auto& [layer, st] : s.layer_stats) {
@@ -276,7 +277,9 @@ EncodedState EncodeState(const RequestState& s) {
   }
   json leaders = json::array();
   for (const auto& [follower, leader] : s.plan.reuse_leader) leaders.push_back({follower, leader});
-  h["plan"] = {{"stats", std::move(plan_stats)}, {"reuse_leader", std::move(leaders)}};
+  h["plan"] = {{"stats", std::move(plan_stats)},
+               {"reuse_leader", std::move(leaders)},
+               {"context_state", s.plan.context_state}};
 
   const GenerationResult& r = s.result;
   h["result"] = {{"tokens", r.tokens},
@@ -315,6 +318,7 @@ void DecodeState(const json& h, const std::vector<FrameView>& frames, const at::
   s.next_position = Get<int64_t>(h, "next_position", "");
   // Absent from older workers' replies.
   s.cached_tokens = h.contains("cached_tokens") ? Get<int64_t>(h, "cached_tokens", "") : 0;
+  s.context_state_hit = h.contains("context_state_hit") && Get<bool>(h, "context_state_hit", "");
   s.last_logits = dec.Tensor(Field(h, "last_logits", ""), "last_logits");
   for (const json& e : Field(h, "layer_stats", "")) {
     const int64_t layer = Get<int64_t>(e, "layer", "layer_stats[]");
@@ -343,6 +347,9 @@ void DecodeState(const json& h, const std::vector<FrameView>& frames, const at::
         e.is_array() && e.size() == 2 && e[0].is_number_integer() && e[1].is_number_integer(),
         "state header: 'plan.reuse_leader' entries must be [follower, leader]");
     s.plan.reuse_leader[e[0].get<int64_t>()] = e[1].get<int64_t>();
+  }
+  if (plan.contains("context_state")) {
+    s.plan.context_state = Get<std::string>(plan, "context_state", "plan");
   }
 
   const json& r = Field(h, "result", "");

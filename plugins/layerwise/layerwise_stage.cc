@@ -27,6 +27,8 @@ void LayerwiseStage::PlanLayers(int64_t num_layers, RequestPlan& plan) const {
     plan.stats.erase(l);
     plan.reuse_leader[l] = leader;
   }
+  // The select's context state would lack the followers' selection: nothing is cached.
+  if (!plan.reuse_leader.empty()) plan.context_state.clear();
 }
 
 Status LayerwiseStage::Run(const Model& model, RequestState& state, StageContext& context) {

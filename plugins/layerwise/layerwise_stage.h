@@ -5,7 +5,8 @@
 // the preceding select stage; layers l+1 .. l+N-1 (followers) reuse the leader's indices.
 //   Plan  (runs after the select stage's Plan) removes every follower from plan.stats, so the
 //         prefill computes no statistics for it, and records plan.reuse_leader[f] = leader. The
-//         select stage then skips followers.
+//         select stage then skips followers. With followers it clears plan.context_state (a
+//         context-only select's cached compressed context would lack their selection).
 //   Run   for every follower: KvCache::Select with the leader's kept indices (prompt indices;
 //         the follower's cache still holds the whole prompt), kept_indices copied, and the
 //         follower's keys moved to the leader's positions when the leader was re-rotated. Then

@@ -1,13 +1,16 @@
 #include "prefill_full_stage.h"
 
 #include <algorithm>
+#include <exception>
 #include <map>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
 #include "prefill/prefix_reuse.h"
 #include "prefill/prompt_check.h"
+#include "sift/prefix_cache.h"
 
 namespace sift::plugins {
 namespace {
@@ -71,6 +74,28 @@ Status PrefillFullStage::Run(const Model& model, RequestState& state, StageConte
   const int64_t layers = config.num_layers;
   const int64_t max_tokens = state.generation.max_tokens;
   const PrefixCacheAccess shared = prefix_cache_ ? context.prefix_cache() : PrefixCacheAccess{};
+  // A later stage caches its own product of the context (a context-only select's compressed
+  // context): served whole when cached; otherwise the prompt is prefilled and not stored, since
+  // that stage files what it keeps of the context.
+  const int64_t qb = state.question_begin;
+  const bool context_state = !state.plan.context_state.empty() && 0 < qb && qb < n;
+  if (context_state && shared.cache != nullptr) {
+    std::optional<PrefixCache::Hit> hit;
+    try {
+      const std::vector<TokenId> context_tokens(state.tokens.begin(), state.tokens.begin() + qb);
+      hit = shared.cache->LookupState(state.plan.context_state, context_tokens, qb,
+                                      n - qb + max_tokens, qb);
+    } catch (const std::exception&) {
+      hit.reset();  // no memory for the copy: prefill instead
+    }
+    if (hit.has_value()) {
+      auto cache = std::make_unique<KvCache>(std::move(hit->cache));
+      cache->set_headroom(max_tokens);
+      state.AdoptContextState(std::move(cache));
+      context.Progress("prefill", 1, 1);
+      return Status::Ok();
+    }
+  }
   // A cached prefix of the prompt, else a fresh cache; sized once for the prompt and the answer
   // either way: decode appends into free slots.
   PrefixStart start = StartFromPrefixCache(
@@ -114,7 +139,7 @@ Status PrefillFullStage::Run(const Model& model, RequestState& state, StageConte
   }
   context.Progress("prefill", total_steps, total_steps);
 
-  StoreInPrefixCache(shared, state.tokens, *cache);
+  if (!context_state) StoreInPrefixCache(shared, state.tokens, *cache);
   state.AdoptPrefill(std::move(cache), std::move(logits), std::move(stats));
   state.cached_tokens += reused;
   return Status::Ok();

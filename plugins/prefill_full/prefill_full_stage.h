@@ -21,6 +21,10 @@
 // computed) and no row a later stage's statistics read (a window's rows: SnapKV, PyramidKV,
 // ChunkKV); a plan asking for column sums over every row (H2O) reuses nothing.
 // state.cached_tokens grows by the prompt tokens that came from the cache (prefill/prefix_reuse.h).
+// When a later stage names a context state (RequestPlan::context_state: a context-only select's
+// compressed context) and the prompt has a question, the prefill serves that state when the cache
+// holds it for exactly tokens[0, question_begin) (RequestState::AdoptContextState: nothing is
+// prefilled, the naming stage finishes) and otherwise prefills as above but stores nothing.
 //
 // Before every layer of every chunk (but the first) it calls context.Yield(), so siftd runs the
 // other requests' decode steps there, and checks cancellation; progress is reported per layer as

@@ -4,9 +4,9 @@
 // query-aware selections reuse all but their observation window, H2O (column sums over every
 // row) nothing; GemFilter's and ILRe's scoring passes reuse the document's first layers;
 // StreamingLLM's rolling pipeline resumes questions and chat turns from rolling states; concurrent
-// requests share one cached prefix; a small KV budget evicts instead of growing; a hot-reloaded
-// prefill plugin never serves its old generation's entries; a request cancelled after its reuse
-// leaves the cache serving.
+// requests share one cached prefix; context-only selection caches its compressed context; a small
+// KV budget evicts instead of growing; a hot-reloaded prefill plugin never serves its old
+// generation's entries; a request cancelled after its reuse leaves the cache serving.
 #include <signal.h>
 
 #include <atomic>
@@ -88,6 +88,14 @@ int64_t Cached(const json& final) {
 
 double Metric(const Daemon& d, const std::string& name) {
   return MetricValue(HttpGet(d.http(), "/metrics"), name);
+}
+
+// Bytes of one token's KV on this daemon, from its start-up log line.
+int64_t KvBytesPerToken(const Daemon& d) {
+  std::smatch m;
+  const std::string log = d.log();
+  if (!std::regex_search(log, m, std::regex("\"kv_bytes_per_token\":([0-9]+)"))) return 0;
+  return std::stoll(m[1]);
 }
 
 const char* kQuestions[] = {
@@ -192,6 +200,68 @@ TEST_F(ContextCacheTest, SelectionReusesAllButItsWindowAndH2oNothing) {
   ASSERT_EQ(h2o["type"], "final") << h2o.dump();
   EXPECT_EQ(Cached(h2o), 0);
   EXPECT_EQ(h2o["text"], Ask(*fresh_, "h2o", Question(kQuestions[3]))["text"]);
+}
+
+TEST_F(ContextCacheTest, ContextOnlySelectionCachesTheCompressedContext) {
+  // query_aware = false selects from the context alone (its window is the context's last rows):
+  // the first question files what the selection kept of the document, and the prefill stores no
+  // full prefix; a second question takes that compressed context whole and prefills only itself,
+  // and its answer and kept tokens equal a fresh daemon's.
+  const json params = {{"select", {{"query_aware", false}}}};
+  const std::string p = "chunkkv";
+  const double bytes = Metric(*cached_, "sift_prefix_cache_bytes");
+  const json first = Ask(*cached_, p, ContextAndQuestion(kQuestions[0]), 12, params);
+  ASSERT_EQ(first["type"], "final") << first.dump();
+  const int64_t prompt = first["usage"]["prompt_tokens"];
+  ASSERT_GT(prompt, 600);
+  // About a tenth of the document's KV (keep_ratio 0.1, raised to the floor of 128 entries).
+  const double filed = Metric(*cached_, "sift_prefix_cache_bytes") - bytes;
+  EXPECT_GT(filed, 0);
+  EXPECT_LT(filed, 0.3 * static_cast<double>(prompt * KvBytesPerToken(*cached_)));
+
+  const double hits = Metric(*cached_, "sift_prefix_cache_hits_total");
+  const auto ask_kept = [&](const Daemon& d, const char* question) {
+    json prompt_and_kept = ContextAndQuestion(question);
+    prompt_and_kept["return_kept"] = true;
+    return Ask(d, p, prompt_and_kept, 12, params);
+  };
+  const json second = ask_kept(*cached_, kQuestions[1]);
+  ASSERT_EQ(second["type"], "final") << second.dump();
+  const int64_t context = Cached(second);
+  EXPECT_GT(context, prompt - 30) << second.dump();
+  EXPECT_LT(context, prompt);
+  EXPECT_EQ(Metric(*cached_, "sift_prefix_cache_hits_total"), hits + 1);
+  EXPECT_EQ(Metric(*cached_, "sift_prefix_cache_bytes") - bytes, filed);  // held already
+  const json reference = ask_kept(*fresh_, kQuestions[1]);
+  ASSERT_EQ(reference["type"], "final") << reference.dump();
+  EXPECT_EQ(Cached(reference), 0);
+  EXPECT_EQ(second["text"], reference["text"]);
+  EXPECT_EQ(second["stats"]["tokens_kept"], reference["stats"]["tokens_kept"]);
+  EXPECT_EQ(second["kept"], reference["kept"]);
+  EXPECT_LT(second["stats"]["tokens_kept"].get<int64_t>(), prompt / 3) << second.dump();
+
+  // Other parameters select otherwise: never served this entry.
+  json other = params;
+  other["select"]["keep_ratio"] = 0.2;
+  const json wider = Ask(*cached_, p, ContextAndQuestion(kQuestions[1]), 12, other);
+  ASSERT_EQ(wider["type"], "final") << wider.dump();
+  const json wider_ref = Ask(*fresh_, p, ContextAndQuestion(kQuestions[1]), 12, other);
+  EXPECT_GT(wider["stats"]["tokens_kept"], second["stats"]["tokens_kept"]);
+  EXPECT_EQ(wider["stats"]["tokens_kept"], wider_ref["stats"]["tokens_kept"]);
+  EXPECT_EQ(wider["text"], wider_ref["text"]);
+
+  // H2O (column sums over the context's queries) and PyramidKV (a budget per layer) alike.
+  for (const char* pipeline : {"h2o", "pyramidkv"}) {
+    SCOPED_TRACE(pipeline);
+    ASSERT_EQ(Ask(*cached_, pipeline, ContextAndQuestion(kQuestions[2]), 12, params)["type"],
+              "final");
+    const json got = Ask(*cached_, pipeline, ContextAndQuestion(kQuestions[3]), 12, params);
+    ASSERT_EQ(got["type"], "final") << got.dump();
+    EXPECT_EQ(Cached(got), context);
+    const json want = Ask(*fresh_, pipeline, ContextAndQuestion(kQuestions[3]), 12, params);
+    EXPECT_EQ(got["text"], want["text"]);
+    EXPECT_EQ(got["stats"]["tokens_kept"], want["stats"]["tokens_kept"]);
+  }
 }
 
 TEST_F(ContextCacheTest, GemFilterReusesItsScoringPassOverTheDocument) {
@@ -309,14 +379,6 @@ TEST_F(ContextCacheTest, ACancelledRequestLeavesTheCacheServing) {
   const json after = Ask(*cached_, "full", Question(kQuestions[1]));
   EXPECT_GT(Cached(after), 600);
   EXPECT_EQ(after["text"], Ask(*fresh_, "full", Question(kQuestions[1]))["text"]);
-}
-
-// Bytes of one token's KV on this daemon, from its start-up log line.
-int64_t KvBytesPerToken(const Daemon& d) {
-  std::smatch m;
-  const std::string log = d.log();
-  if (!std::regex_search(log, m, std::regex("\"kv_bytes_per_token\":([0-9]+)"))) return 0;
-  return std::stoll(m[1]);
 }
 
 TEST(ContextCacheBudgetTest, ASmallBudgetEvictsInsteadOfGrowing) {

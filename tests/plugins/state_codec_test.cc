@@ -61,6 +61,9 @@ RequestState FullState() {
   s.plan.stats[0] = AttentionStatsRequest{32, true, false, -1, false};
   s.plan.stats[2] = AttentionStatsRequest{0, false, true, 3, true};
   s.plan.reuse_leader = {{1, 0}, {3, 2}};
+  s.plan.context_state = "chunkkv@1.0.0#ab12/context/9f";
+  s.context_state_hit = true;
+  s.cached_tokens = 4;
   s.result.tokens = {10, 11};
   s.result.text = "héllo \xf0\x9f\x99\x82 \xff";  // not even valid UTF-8: bytes travel as bytes
   s.result.finish = FinishReason::kContextFull;
@@ -114,6 +117,9 @@ TEST(StateCodecTest, RoundTripKeepsEveryField) {
   EXPECT_TRUE(b.plan.stats[2].column_sum);
   EXPECT_TRUE(b.plan.stats[2].last_query_logit_sum);
   EXPECT_EQ(b.plan.reuse_leader, a.plan.reuse_leader);
+  EXPECT_EQ(b.plan.context_state, a.plan.context_state);
+  EXPECT_TRUE(b.context_state_hit);
+  EXPECT_EQ(b.cached_tokens, 4);
   EXPECT_EQ(b.result.tokens, a.result.tokens);
   EXPECT_EQ(b.result.text, a.result.text);
   EXPECT_EQ(b.result.finish, FinishReason::kContextFull);

@@ -1,8 +1,9 @@
 // Selection on the real model ($SIFT_MODEL; skipped without it): RoPE rotation by a delta
 // position (the re-rotation option), re-rotated caches decode, context-only observation equals
 // the prefill's statistics, context-only H2O scores equal the context alone's, the question
-// re-prefill, and every selection pipeline answering
-// through the real siftd. Prompts are short (< 400 tokens) to keep the suite fast.
+// re-prefill, a cached compressed context finishing as the selection does, and every selection
+// pipeline answering through the real siftd. Prompts are short (< 400 tokens) to keep the suite
+// fast.
 #include <gtest/gtest.h>
 
 #include <cstdlib>
@@ -22,6 +23,7 @@
 #include "pyramidkv_stage.h"
 #include "selection/cache_edit.h"
 #include "sift/generate.h"
+#include "sift/prefix_cache.h"
 #include "snapkv_stage.h"
 #include "streamingllm_stage.h"
 #include "support/siftd_process.h"
@@ -63,7 +65,8 @@ std::string Context() {
 // A prefilled request: chat prompt, question span marked, statistics as `plan` asks; with
 // `context_only` the prompt ends where the question would begin (no question span).
 RequestState Prefill(const Model& model, RequestPlan plan, bool context_only = false,
-                     const std::string& ask = "What is the secret word?") {
+                     const std::string& ask = "What is the secret word?",
+                     StageContext* context = nullptr) {
   const std::string head = "<|im_start|>user\n" + Context() + "\n\n";
   const std::string question = ask + "<|im_end|>\n<|im_start|>assistant\n";
   RequestState s;
@@ -76,9 +79,19 @@ RequestState Prefill(const Model& model, RequestPlan plan, bool context_only = f
   s.plan = std::move(plan);
   PrefillFullStage prefill(Params({}, "prefill_full"), model);
   testing::TestContext ctx;
-  EXPECT_TRUE(prefill.Run(model, s, ctx).ok());
+  EXPECT_TRUE(prefill.Run(model, s, context != nullptr ? *context : ctx).ok());
   return s;
 }
+
+// A context with a prefix cache, as siftd offers the stages it runs in process.
+class CachingContext : public testing::TestContext {
+ public:
+  CachingContext(PrefixCache* cache, std::string scope) : access_{cache, std::move(scope)} {}
+  PrefixCacheAccess prefix_cache() override { return access_; }
+
+ private:
+  PrefixCacheAccess access_;
+};
 
 TEST(RopeRotation, RotatingByADeltaEqualsRopeAtTheNewPosition) {
   REQUIRE_MODEL();
@@ -158,6 +171,53 @@ TEST(ContextOnly, QuestionIsKeptWholeAndPrefilledAgain) {
   EXPECT_EQ(kept[39].item<int64_t>(), qb - 1);  // the context window ends the context part
   EXPECT_TRUE(at::equal(kept.narrow(0, 40, n - qb), at::arange(qb, n, at::kLong)));
   EXPECT_TRUE(at::equal(s.cache->Positions(7)[0], kept));
+}
+
+TEST(ContextOnly, ACachedCompressedContextFinishesAsTheSelectionDoes) {
+  REQUIRE_MODEL();
+  const Model& model = *TheModel();
+  ChunkKvStage stage(Params({{"budget", 40}, {"query_aware", false}, {"window", 8}, {"floor", 0}}));
+  RequestPlan plan;
+  stage.PlanStats(model.config().num_layers, plan);
+  ASSERT_EQ(plan.context_state, "context");      // named at planning
+  plan.context_state = "chunkkv@1#h/context/0";  // as siftd qualifies it for this stage
+  PrefixCache cache(PrefixCache::Options{}, {});
+  CachingContext prefill_ctx(&cache, "prefill_full@1#h"), select_ctx(&cache, "chunkkv@1#h");
+
+  // A miss: the whole prompt is prefilled but not stored; the select files the context it kept.
+  RequestState first = Prefill(model, plan, false, "What is the secret word?", &prefill_ctx);
+  EXPECT_FALSE(first.context_state_hit);
+  EXPECT_EQ(cache.stats().entries, 0);
+  ASSERT_TRUE(stage.RunOn(&model, first, select_ctx).ok());
+  ASSERT_EQ(cache.stats().entries, 1);
+  const int64_t qb = first.question_begin, n = static_cast<int64_t>(first.tokens.size());
+
+  // The same prompt again: the prefill serves the compressed context and runs nothing, and the
+  // select finishes with what the selection itself produced.
+  RequestState again = Prefill(model, plan, false, "What is the secret word?", &prefill_ctx);
+  ASSERT_TRUE(again.context_state_hit);
+  EXPECT_EQ(again.cached_tokens, qb);
+  EXPECT_FALSE(again.last_logits.defined());
+  EXPECT_EQ(again.cache->size(3), 40);
+  ASSERT_TRUE(stage.RunOn(&model, again, select_ctx).ok());
+  EXPECT_FALSE(again.context_state_hit);
+  EXPECT_EQ(again.next_position, first.next_position);
+  EXPECT_TRUE(at::equal(again.last_logits, first.last_logits));
+  ASSERT_EQ(again.kept_indices.size(), first.kept_indices.size());
+  for (const auto& [layer, kept] : first.kept_indices) {
+    EXPECT_EQ(kept.size(1), 40 + (n - qb)) << layer;
+    EXPECT_TRUE(at::equal(again.kept_indices.at(layer), kept)) << layer;
+    EXPECT_TRUE(at::equal(again.cache->Positions(layer), first.cache->Positions(layer))) << layer;
+  }
+
+  // Without the host's cache (a remote worker) or with another stage's state: nothing is served.
+  testing::TestContext plain;
+  RequestState uncached = Prefill(model, plan, false, "What is the secret word?", &plain);
+  EXPECT_FALSE(uncached.context_state_hit);
+  RequestState foreign = Prefill(model, plan, false, "What is the secret word?", &prefill_ctx);
+  ASSERT_TRUE(foreign.context_state_hit);
+  CachingContext other_select(&cache, "snapkv@1#h");
+  EXPECT_EQ(stage.RunOn(&model, foreign, other_select).reason(), "foreign_context_state");
 }
 
 // H2O that records the prefix scores it ranks (per layer, [Hkv, p]).

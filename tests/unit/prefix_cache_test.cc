@@ -171,6 +171,10 @@ TEST(PrefixCacheTest, StateEntriesServeOnlyPromptsThatStartWithAllOfTheirTokens)
   ASSERT_TRUE(cache.InsertState("s@1#a/rolling", longer, RollingStateOf(longer), -1));
   EXPECT_EQ(cache.stats().entries, 2);
   EXPECT_EQ(cache.LookupState("s@1#a/rolling", turn2, 1000, 0)->tokens, 40);
+  // `least`: the state after exactly a given prefix (a compressed context), not a shorter one.
+  EXPECT_EQ(cache.LookupState("s@1#a/rolling", longer, 40, 0, 40)->tokens, 40);
+  EXPECT_FALSE(cache.LookupState("s@1#a/rolling", Concat(longer, Seq(1, 1)), 41, 0, 41));
+  EXPECT_EQ(cache.LookupState("s@1#a/rolling", Concat(doc, Seq(2, 9)), 39, 0, 30)->tokens, 30);
   // Superseding drops the scope's state entries that share at least half of theirs, except the
   // one of the kept prefix (the document's, for its next question).
   ASSERT_TRUE(cache.InsertState("s@1#a/rolling", turn2, RollingStateOf(turn2), 30));

@@ -154,6 +154,8 @@ def run_questions(args):
         rows.append({"question": i + 1, "ttft_ms": round(ttft, 1),
                      "prompt_tokens": usage.get("prompt_tokens"),
                      "cached_tokens": cached_tokens(usage, timings), "text": text})
+        if args.metrics:
+            rows[-1]["cache_bytes"] = metric(args.metrics, "sift_prefix_cache_bytes")
         print(f"[questions] {args.server} {args.model} {args.doc_tokens}: q{i + 1} "
               f"ttft {ttft:.0f} ms, cached {rows[-1]['cached_tokens']} of "
               f"{rows[-1]['prompt_tokens']}", file=sys.stderr)
@@ -215,10 +217,12 @@ def report(args):
                 "median of questions 2-8; *cached* is the median share of the prompt served from "
                 "the cache for questions 2-8; *same answers* compares the answers of questions "
                 "2-N with the same requests on a daemon started with `--prefix-cache false` "
-                "(greedy, 16 tokens), which also gives the last column.", "",
+                "(greedy, 16 tokens), which also gives the next column; *cache held* is "
+                "`sift_prefix_cache_bytes` after the last question (runs from before it was "
+                "recorded: -).", "",
                 "| model | document | pipeline | q1 TTFT | q2-8 TTFT (median) | ratio | cached | "
-                "same answers | TTFT without cache (median) |",
-                "|---|---|---|---|---|---|---|---|---|"]
+                "same answers | TTFT without cache (median) | cache held |",
+                "|---|---|---|---|---|---|---|---|---|---|"]
         for r in qs:
             if r["label"] != "cache":
                 continue
@@ -235,6 +239,8 @@ def report(args):
             same = (sum(a["text"] == b["text"] for a, b in pairs), len(pairs)) if pairs else None
             base = statistics.median(x["ttft_ms"] for x in ref["rows"]) if ref else None
             med = statistics.median(rest)
+            held_bytes = rows[-1].get("cache_bytes")
+            held = f"{held_bytes / 2**20:,.1f} MiB" if held_bytes is not None else "-"
             gguf = (os.path.basename(r.get("gguf") or "").split("-Instruct")[0] or "-") + " " + \
                 r.get("dtype", "bf16")
             where = r.get("document_in", "user")
@@ -245,13 +251,13 @@ def report(args):
             out.append(f"| {gguf} | {r['doc_tokens']} | {name} | {first:,.0f} ms | {med:,.0f} ms | "
                        f"{med / first:.3f} | {statistics.median(share) * 100 if share else 0:.1f} % | "
                        f"{f'{same[0]} of {same[1]}' if same else '-'} | "
-                       f"{f'{base:,.0f} ms' if base else '-'} |")
+                       f"{f'{base:,.0f} ms' if base else '-'} | {held} |")
             key = f"{gguf.replace(' ', '/')}/{r['model']}@{r['doc_tokens']}"
             summary["questions"][key + ("/system" if where == "system" else "")] = {
                 "q1_ttft_ms": first, "q2_8_ttft_ms_median": med, "ratio": round(med / first, 4),
                 "cached_share_median": round(statistics.median(share), 4) if share else 0,
                 "same_answers": same[0] if same else None, "compared": same[1] if same else 0,
-                "no_cache_ttft_ms_median": base}
+                "no_cache_ttft_ms_median": base, "cache_bytes_held": held_bytes}
         out.append("")
     all_chats = [r for r in runs if r.get("part") == "chat"]
     if all_chats:
@@ -325,6 +331,8 @@ def main():
                        help="tokens per whitespace word of the text (English prose: 1.35)")
         s.add_argument("--max-tokens", type=int, default=16)
         s.add_argument("--out", help="append the run's JSON object to this JSON-lines file")
+        s.add_argument("--metrics", help="siftd's /metrics URL: record the prefix cache's bytes "
+                                         "after every question or turn")
         if name == "questions":
             s.add_argument("--questions", type=int, default=8)
             s.add_argument("--document-in", choices=["user", "system"], default="user",
@@ -332,8 +340,6 @@ def main():
                                 "is then the question span a filter keeps) or as a system message")
         else:
             s.add_argument("--turns", type=int, default=10)
-            s.add_argument("--metrics", help="siftd's /metrics URL: record the prefix cache's "
-                                             "bytes after every turn")
     r = sub.add_parser("report")
     r.add_argument("--raw", required=True)
     r.add_argument("--out", required=True)

@@ -132,7 +132,7 @@ if [[ ",$PARTS," == *,questions,* ]]; then
       log "questions: $p at $len tokens (cache on, a fresh siftd)"
       start_siftd
       bench questions --server siftd --model "$p" --label cache --doc-tokens "$len" \
-        --document-in "$DOCUMENT_IN"
+        --document-in "$DOCUMENT_IN" --metrics http://127.0.0.1:18711/metrics
     done
   done
   start_siftd --prefix-cache false

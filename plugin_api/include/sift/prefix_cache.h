@@ -84,16 +84,17 @@ class PrefixCache {
   // bytes cannot be charged. Returns whether it was stored.
   bool Insert(const std::string& scope, const std::vector<TokenId>& tokens, const KvCache& cache);
   // State entries (see above). LookupState: the longest state entry in `scope` whose tokens all
-  // begin `tokens` and that is at most `max_tokens` long (and at least min_tokens), a deep copy
-  // of its whole cache with headroom for the rest of `tokens` and `extra` more; nullopt (a miss)
-  // otherwise. InsertState stores a copy of `cache` (any entries per layer) as the state after
-  // `tokens` unless that is shorter than min_tokens, the scope already holds the same tokens, or
-  // its bytes cannot be charged. With `keep_prefix` >= 0 it first drops the scope's state entries
-  // that share at least half of their tokens with `tokens` (as Insert does), except the state
-  // after tokens[0, keep_prefix) (e.g. a document's, which other questions start from); with -1
-  // it drops none. Returns whether it stored the entry.
+  // begin `tokens` and that is at most `max_tokens` and at least `least` tokens long (and at
+  // least Options::min_tokens; least = max_tokens: the state after exactly that prefix), a deep
+  // copy of its whole cache with headroom for the rest of `tokens` and `extra` more; nullopt (a
+  // miss) otherwise. InsertState stores a copy of `cache` (any entries per layer) as the state
+  // after `tokens` unless that is shorter than min_tokens, the scope already holds the same tokens,
+  // or its bytes cannot be charged. With `keep_prefix` >= 0 it first drops the scope's state
+  // entries that share at least half of their tokens with `tokens` (as Insert does), except the
+  // state after tokens[0, keep_prefix) (e.g. a document's, which other questions start from); with
+  // -1 it drops none. Returns whether it stored the entry.
   std::optional<Hit> LookupState(const std::string& scope, const std::vector<TokenId>& tokens,
-                                 int64_t max_tokens, int64_t extra);
+                                 int64_t max_tokens, int64_t extra, int64_t least = 0);
   bool InsertState(const std::string& scope, const std::vector<TokenId>& tokens,
                    const KvCache& cache, int64_t keep_prefix);
   // Evicts least-recently-used entries until `bytes` were released or none is left; returns the

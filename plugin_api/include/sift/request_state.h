@@ -52,6 +52,15 @@ struct RequestPlan {
   std::map<int64_t, AttentionStatsRequest> stats;  // per layer; absent = collect nothing
   // Layer-wise index reuse: leader layer of each follower layer (absent = scores itself).
   std::map<int64_t, int64_t> reuse_leader;
+  // A cached state of the context (docs/context-cache.md#compressed-contexts): a stage whose
+  // product depends on the context tokens[0, question_begin) alone (a context-only select: its
+  // compressed context) names the prefix-cache scope it files that product under. The stage's
+  // Plan() writes a variant ("context"); the host makes it a scope of that stage's generation, the
+  // pipeline and every parameter up to it (empty where the stage runs without the host's cache).
+  // A prefill that supports it (prefill_full) serves a cached state of exactly the context
+  // instead of prefilling (RequestState::AdoptContextState) and stores no full prefix; a later
+  // stage that changes what the naming stage made (a reuse stage) clears it. Empty: none.
+  std::string context_state;
 };
 
 // What one stage cost, measured by the pipeline runner right after the stage returned (failed
@@ -90,6 +99,9 @@ struct RequestState {
   std::map<int64_t, AttentionStats> layer_stats;  // per layer, as the plan asked
   int64_t cached_tokens = 0;  // prompt tokens whose KV came from the prefix cache, summed over
                               // the request's prefills (kept through filters and prefills)
+  // The prefill served plan.context_state: `cache` is the naming stage's product for the context
+  // (e.g. a compressed context), not a prefill's, and that stage finishes from it.
+  bool context_state_hit = false;
 
   // ---- selection products ----
   std::map<int64_t, at::Tensor> kept_indices;  // per layer: [Hkv, m] indices kept (sorted)
@@ -103,8 +115,8 @@ struct RequestState {
   // copy never shows in this state. For running several continuations of one prefill.
   RequestState Clone() const;
 
-  // Drops everything computed from the prompt: cache, next_position, last_logits, layer_stats
-  // and kept_indices. Input, plan, cached_tokens, result and stats stay.
+  // Drops everything computed from the prompt: cache, next_position, last_logits, layer_stats,
+  // kept_indices and context_state_hit. Input, plan, cached_tokens, result and stats stay.
   void DropProducts();
 
   // What a filter does: the prompt becomes `new_tokens` with the question at `new_question_begin`
@@ -118,6 +130,11 @@ struct RequestState {
   // prompt_length is set to tokens.size() if unset.
   void AdoptPrefill(std::unique_ptr<KvCache> new_cache, at::Tensor new_last_logits,
                     std::map<int64_t, AttentionStats> new_layer_stats);
+
+  // What a prefill that found plan.context_state in the prefix cache ends with: the products are
+  // dropped (DropProducts), `context_cache` (the state of tokens[0, question_begin)) becomes the
+  // cache, context_state_hit is set and cached_tokens grows by question_begin.
+  void AdoptContextState(std::unique_ptr<KvCache> context_cache);
 
   // What a scoring-only pass (a prefill that keeps no cache, for a filter) ends with: the
   // statistics it collected and no other product (DropProducts); prompt_length is set to

@@ -1,10 +1,14 @@
 #include "selection/select_stage_base.h"
 
 #include <algorithm>
+#include <exception>
 #include <map>
+#include <string>
+#include <vector>
 
 #include "selection/cache_edit.h"
 #include "sift/error.h"
+#include "sift/prefix_cache.h"
 
 namespace sift::plugins {
 
@@ -43,6 +47,9 @@ Status SelectStageBase::Plan(const Model& model, RequestPlan& plan) const {
 }
 
 void SelectStageBase::PlanStats(int64_t num_layers, RequestPlan& plan) const {
+  // Context-only selection depends on the context alone: its result is cached across requests
+  // (not when re-rotated: the kept positions, which say what was kept, are then rewritten).
+  if (!query_aware_ && !rerotate_) plan.context_state = kContextStateVariant;
   for (int64_t l = 0; l < num_layers; ++l) {
     if (plan.reuse_leader.count(l)) continue;
     if (signal_ == Signal::kWindow && query_aware_) {
@@ -111,10 +118,55 @@ Status SelectStageBase::LayerIndices(int64_t layer, const std::map<int64_t, Atte
   return Status::Ok();
 }
 
+bool SelectStageBase::NamedContextState(const RequestState& state, StageContext& context) const {
+  const PrefixCacheAccess access = context.prefix_cache();
+  const std::string mine = access.scope + "/" + kContextStateVariant + "/";
+  return access.cache != nullptr && state.plan.context_state.compare(0, mine.size(), mine) == 0;
+}
+
+Status SelectStageBase::FinishFromContextState(const Model* model, RequestState& state,
+                                               StageContext& context) const {
+  KvCache& cache = *state.cache;
+  // Not re-rotated (PlanStats): each entry's position is the prompt index it was kept for.
+  for (int64_t l = 0; l < cache.num_layers(); ++l) {
+    state.kept_indices[l] = cache.Positions(l).to(cache.shape().device).clone();
+  }
+  state.context_state_hit = false;
+  context.Progress("select", cache.num_layers(), cache.num_layers());
+  return FinishSelection(model, state, false);
+}
+
+void SelectStageBase::FileContextState(const RequestState& state, StageContext& context,
+                                       bool evicted) const {
+  const int64_t qb = state.question_begin;
+  const std::vector<TokenId> context_tokens(state.tokens.begin(), state.tokens.begin() + qb);
+  try {
+    // Evicted: the cache holds the selected context alone; else the whole prompt, of which the
+    // context's entries are the first qb of every layer.
+    PrefixCache& shared = *context.prefix_cache().cache;
+    if (evicted) {
+      shared.InsertState(state.plan.context_state, context_tokens, *state.cache, 0);
+    } else {
+      shared.InsertState(state.plan.context_state, context_tokens, state.cache->ClonePrefix(qb, 0),
+                         0);
+    }
+  } catch (const std::exception&) {
+    // No memory for the copy: the request goes on uncached.
+  }
+}
+
 Status SelectStageBase::RunOn(const Model* model, RequestState& state, StageContext& context) {
   if (state.cache == nullptr) {
     return Status(StatusCode::kFailedPrecondition, "no_prefill",
                   "a select stage needs a prefilled cache: put a prefill stage before it");
+  }
+  const bool named = NamedContextState(state, context);
+  if (state.context_state_hit) {
+    if (!named) {
+      return Status(StatusCode::kFailedPrecondition, "foreign_context_state",
+                    "the prefill served a context state that this stage did not name");
+    }
+    return FinishFromContextState(model, state, context);
   }
   KvCache& cache = *state.cache;
   const int64_t layers = cache.num_layers();
@@ -173,6 +225,7 @@ Status SelectStageBase::RunOn(const Model* model, RequestState& state, StageCont
     SIFT_RETURN_IF_ERROR(ApplyLayerSelection(model, state, l, idx, rerotate_));
     context.Progress("select", l + 1, layers);
   }
+  if (context_only && named) FileContextState(state, context, evicts);
   if (evicts && context_only) state.last_logits = at::Tensor();  // the question is re-prefilled
   state.layer_stats.clear();
   if (!state.plan.reuse_leader.empty()) return Status::Ok();  // the reuse stage finishes

@@ -30,6 +30,14 @@
 //            prompt indices, optional RoPE re-rotation to 0..m-1 (cache_edit.h).
 //         Without followers it then finishes (question re-prefill, next_position);
 //         with followers the reuse stage finishes after copying the leaders' indices.
+//   Context state (query_aware = false, not re-rotated, no reuse followers, the host's prefix
+//         cache at hand; docs/context-cache.md#compressed-contexts): Plan names the variant
+//         "context" (RequestPlan::context_state); Run files what it kept of the context
+//         tokens[0, question_begin) as a state entry under that scope, and when the prefill
+//         served such an entry (RequestState::context_state_hit) it only finishes: kept_indices
+//         from the entries' positions, then the question re-prefill. The selection depends on
+//         the context alone (its window is the context's last rows), so a cached one is the one
+//         this request would make.
 //
 // Common parameters (read here, so every select plugin has them):
 //   budget       int >= 0, default 0        absolute KV entries kept per layer and KV head,
@@ -112,6 +120,16 @@ class SelectStageBase : public Stage {
   Reduce gqa_reduce_ = Reduce::kMean;
 
  private:
+  static constexpr const char* kContextStateVariant = "context";
+  // Whether state.plan.context_state is this stage's (and the host's prefix cache is at hand).
+  bool NamedContextState(const RequestState& state, StageContext& context) const;
+  // The request's prefill served the context state: kept indices from its positions, then the
+  // question re-prefill (FinishSelection).
+  Status FinishFromContextState(const Model* model, RequestState& state,
+                                StageContext& context) const;
+  // Files the context's entries of state.cache (`evicted`: the cache holds them alone; else the
+  // whole prompt) under state.plan.context_state; a failed copy files nothing.
+  void FileContextState(const RequestState& state, StageContext& context, bool evicted) const;
   // Per-query-head signal [Hq, >= n_c] of `layer` over the compressible span.
   at::Tensor LayerSignal(const AttentionStats& stats) const;
   // Context-only selection (query_aware = false): the signal of the `selected` layers observed

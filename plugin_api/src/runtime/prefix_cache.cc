@@ -90,7 +90,8 @@ bool PrefixCache::Insert(const std::string& scope, const std::vector<TokenId>& t
 
 std::optional<PrefixCache::Hit> PrefixCache::LookupState(const std::string& scope,
                                                          const std::vector<TokenId>& tokens,
-                                                         int64_t max_tokens, int64_t extra) {
+                                                         int64_t max_tokens, int64_t extra,
+                                                         int64_t least) {
   std::shared_ptr<const Entry> best;
   {
     MutexLock lock(mu_);
@@ -99,7 +100,9 @@ std::optional<PrefixCache::Hit> PrefixCache::LookupState(const std::string& scop
     for (auto it = entries_.begin(); it != entries_.end(); ++it) {
       const Entry& e = **it;
       const int64_t len = static_cast<int64_t>(e.tokens.size());
-      if (e.scope != scope || !e.state || len > max_tokens || len <= best_len) continue;
+      if (e.scope != scope || !e.state || len > max_tokens || len < least || len <= best_len) {
+        continue;
+      }
       if (CommonPrefix(e.tokens, tokens) == len) {
         best_len = len;
         best_it = it;

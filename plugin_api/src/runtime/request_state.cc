@@ -31,6 +31,7 @@ RequestState RequestState::Clone() const {
   c.last_logits = sift::Clone(last_logits);
   for (const auto& [layer, s] : layer_stats) c.layer_stats[layer] = sift::Clone(s);
   c.cached_tokens = cached_tokens;
+  c.context_state_hit = context_state_hit;
   for (const auto& [layer, t] : kept_indices) c.kept_indices[layer] = sift::Clone(t);
   c.plan = plan;
   c.result = result;
@@ -44,6 +45,7 @@ void RequestState::DropProducts() {
   last_logits = at::Tensor();
   layer_stats.clear();
   kept_indices.clear();
+  context_state_hit = false;
 }
 
 void RequestState::ResetForNewTokens(std::vector<TokenId> new_tokens, int64_t new_question_begin) {
@@ -61,7 +63,16 @@ void RequestState::AdoptPrefill(std::unique_ptr<KvCache> new_cache, at::Tensor n
   next_position = n;
   layer_stats = std::move(new_layer_stats);
   kept_indices.clear();
+  context_state_hit = false;
   if (prompt_length == 0) prompt_length = n;
+}
+
+void RequestState::AdoptContextState(std::unique_ptr<KvCache> context_cache) {
+  DropProducts();
+  cache = std::move(context_cache);
+  context_state_hit = true;
+  cached_tokens += question_begin;
+  if (prompt_length == 0) prompt_length = static_cast<int64_t>(tokens.size());
 }
 
 void RequestState::AdoptScores(std::map<int64_t, AttentionStats> new_layer_stats) {
@@ -79,6 +90,7 @@ void RequestState::AdoptProducts(RequestState&& from) {
   last_logits = std::move(from.last_logits);
   layer_stats = std::move(from.layer_stats);
   cached_tokens = from.cached_tokens;
+  context_state_hit = from.context_state_hit;
   kept_indices = std::move(from.kept_indices);
   result = std::move(from.result);
 }
