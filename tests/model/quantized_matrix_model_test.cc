@@ -2,7 +2,8 @@
 // its dequantised rows equal DequantizeRow's bit for bit, and its products (n = 1 and n = 3, at
 // every kernel level this CPU has) equal the product with those rows within the fp32 summation
 // bound of tests/unit/quantized_matrix_test.cc. Also prints the int8-activation error against
-// the fp32 path per tensor (an accuracy record, checked against the activation-rounding bound).
+// the fp32 path per tensor (an accuracy record, checked against the activation-rounding bound),
+// and checks the packed rows of the AVX-512 VNNI kernel against the blocks' int8 product.
 #include <ATen/ATen.h>
 #include <gtest/gtest.h>
 
@@ -86,6 +87,16 @@ TEST(QuantizedMatrixModelTest, EveryMatrixOfTheModelMatchesItsDequantizedRows) {
         std::printf("%-28s %-5s %-16s int8 vs exact: max |err| / sum|w x| = %.2e\n", t.name.c_str(),
                     GgmlTypeName(t.type), QuantKernelName(options).c_str(),
                     (err8 / magnitude).max().item<double>());
+        // The packed rows (where this CPU packs them): the blocks' int8 product up to fp32
+        // summation order (tests/unit/quantized_matrix_test.cc,
+        // PackedRowsGiveTheBlocksInt8Product).
+        const QuantizedMatrix packed = m.PackedForInt8();
+        if (packed.packed_nbytes() > 0) {
+          const at::Tensor yp = packed.MatMul(x, options).to(at::kDouble);
+          EXPECT_TRUE(at::all((yp - y8).abs() <= magnitude * 1e-5).item<bool>())
+              << "packed: worst |packed - blocks| / sum|w x| "
+              << ((yp - y8).abs() / magnitude).max().item<double>();
+        }
       }
     }
     ++checked;

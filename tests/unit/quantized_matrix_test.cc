@@ -21,6 +21,7 @@
 #include <numeric>
 #include <random>
 #include <string>
+#include <tuple>
 #include <vector>
 
 #include "sift/error.h"
@@ -425,6 +426,28 @@ std::vector<float> ExactlyQuantizable(int64_t n, int64_t cols, std::mt19937& rng
   return x;
 }
 
+// y (n, rows) of int8 products with ExactlyQuantizable activations x against w (rows, cols):
+// within 5e-5 * sum_i max|w of the row| |x_i| of the exact product.
+void ExpectExactOnLossless(const float* y, const std::vector<float>& w, const std::vector<float>& x,
+                           int64_t n, int64_t rows, int64_t cols, const std::string& what) {
+  int failures = 0;
+  for (int64_t j = 0; j < n; ++j) {
+    for (int64_t r = 0; r < rows; ++r) {
+      double exact = 0, scale = 0, wmax = 0;
+      for (int64_t i = 0; i < cols; ++i) wmax = std::max(wmax, std::fabs(1.0 * w[r * cols + i]));
+      for (int64_t i = 0; i < cols; ++i) {
+        exact += static_cast<double>(w[r * cols + i]) * x[j * cols + i];
+        scale += wmax * std::fabs(x[j * cols + i]);
+      }
+      const double got = y[j * rows + r];
+      if (!(std::fabs(got - exact) <= 5e-5 * scale) && ++failures <= 5) {
+        ADD_FAILURE() << what << " n " << n << " y[" << j << ", " << r << "] = " << got
+                      << ", exact " << exact << " (tol " << 5e-5 * scale << ")";
+      }
+    }
+  }
+}
+
 TEST(QuantizedMatrixTest, Int8KernelsAreExactOnLosslessActivations) {
   std::mt19937 rng(2024);
   for (GgmlType type : kBlockTypes) {
@@ -439,20 +462,10 @@ TEST(QuantizedMatrixTest, Int8KernelsAreExactOnLosslessActivations) {
         for (int64_t n : {1, 2, 3, 4, 5, 8}) {
           std::vector<float> y(static_cast<size_t>(n * rows));
           m.MatMul(x.data(), n, cols, y.data(), rows, At(isa, true));
-          for (int64_t j = 0; j < n; ++j) {
-            for (int64_t r = 0; r < rows; ++r) {
-              double exact = 0, scale = 0, wmax = 0;
-              for (int64_t i = 0; i < cols; ++i)
-                wmax = std::max(wmax, std::fabs(1.0 * w[r * cols + i]));
-              for (int64_t i = 0; i < cols; ++i) {
-                exact += static_cast<double>(w[r * cols + i]) * x[j * cols + i];
-                scale += wmax * std::fabs(x[j * cols + i]);
-              }
-              EXPECT_NEAR(y[j * rows + r], exact, 5e-5 * scale)
-                  << GgmlTypeName(type) << " " << QuantKernelName(At(isa, true)) << " cols " << cols
-                  << " n " << n << " y[" << j << ", " << r << "]";
-            }
-          }
+          ExpectExactOnLossless(y.data(), w, x, n, rows, cols,
+                                std::string(GgmlTypeName(type)) + " " +
+                                    QuantKernelName(At(isa, true)) + " cols " +
+                                    std::to_string(cols));
         }
       }
     }
@@ -490,6 +503,102 @@ TEST(QuantizedMatrixTest, Int8ErrorStaysWithinTheActivationRounding) {
         }
       }
     }
+  }
+}
+
+// PackedForInt8: on an AVX-512 VNNI CPU, Q4_1 and Q8_0 rows in whole tiles of 16 are multiplied
+// from their packed copy. Its product must be the blocks' int8 product (the same integer dot per
+// group and the same scales, summed in another fp32 order): checked against it within
+// 1e-5 * sum_i |w_i x_i|, far below one wrong weight or scale (a weight changes y by about
+// sum |w x| / cols, 1/416 of it here), and against the exact product on losslessly quantised
+// activations. Row counts leave partial tiles, and a second segment starts off the tile grid.
+bool HasPackedKernel() { return QuantKernelName(At(DetectedCpuIsa(), true)) == "avx512vnni-int8"; }
+
+TEST(QuantizedMatrixTest, PackedRowsGiveTheBlocksInt8Product) {
+  std::mt19937 rng(16);
+  const int64_t cols = 416;
+  for (GgmlType first : {GgmlType::kQ4_1, GgmlType::kQ8_0, GgmlType::kQ4_0}) {
+    for (int64_t rows : {16, 37, 85}) {
+      // Rows of `first`, then 21 Q8_0 rows and 40 Q4_1 rows: segments off the 16-row grid.
+      const std::vector<uint8_t> a = RandomRows(first, rows, cols, rng);
+      const std::vector<uint8_t> b = RandomRows(GgmlType::kQ8_0, 21, cols, rng);
+      const std::vector<uint8_t> c = RandomRows(GgmlType::kQ4_1, 40, cols, rng);
+      const QuantizedMatrix m = QuantizedMatrix::ConcatRows(
+          {QuantizedMatrix::FromBytes(first, rows, cols, a.data()),
+           QuantizedMatrix::FromBytes(GgmlType::kQ8_0, 21, cols, b.data()),
+           QuantizedMatrix::FromBytes(GgmlType::kQ4_1, 40, cols, c.data())});
+      const int64_t total = m.rows();
+      const QuantizedMatrix p = m.PackedForInt8();
+      SCOPED_TRACE(std::string(GgmlTypeName(first)) + " x " + std::to_string(rows));
+      if (!HasPackedKernel()) {
+        EXPECT_EQ(p.packed_nbytes(), 0);
+        continue;
+      }
+      // Tiles: the first segment's (Q4_0: none), one of the 21 Q8_0 rows, two of the 40 Q4_1.
+      const int64_t first_tiles = first == GgmlType::kQ4_0 ? 0 : rows / 16;
+      const int64_t first_bytes = first == GgmlType::kQ4_1 ? 320 : 544;
+      EXPECT_EQ(p.packed_nbytes(), first_tiles * 13 * first_bytes + 13 * 544 + 2 * 13 * 320);
+      std::vector<float> w = Reference(first, a, rows, cols);
+      for (const auto& [type, bytes, count] :
+           {std::tuple{GgmlType::kQ8_0, &b, 21}, std::tuple{GgmlType::kQ4_1, &c, 40}}) {
+        const std::vector<float> more = Reference(type, *bytes, count, cols);
+        w.insert(w.end(), more.begin(), more.end());
+      }
+      for (int64_t n : {1, 2, 3, 8, 9, 17}) {
+        const std::vector<float> x = RandomActivations(n * cols, rng);
+        std::vector<float> want(static_cast<size_t>(n * total)), got(want.size());
+        m.MatMul(x.data(), n, cols, want.data(), total, At(CpuIsa::kAvx512, true));
+        p.MatMul(x.data(), n, cols, got.data(), total, At(CpuIsa::kAvx512, true));
+        int failures = 0;
+        for (int64_t j = 0; j < n; ++j) {
+          for (int64_t r = 0; r < total; ++r) {
+            double magnitude = 0;
+            for (int64_t i = 0; i < cols; ++i) {
+              magnitude += std::fabs(1.0 * w[r * cols + i] * x[j * cols + i]);
+            }
+            const size_t at = static_cast<size_t>(j * total + r);
+            if (!(std::fabs(got[at] - want[at]) <= 1e-5 * magnitude) && ++failures <= 5) {
+              ADD_FAILURE() << "n " << n << " y[" << j << ", " << r << "] packed " << got[at]
+                            << ", blocks " << want[at] << ", sum|w x| " << magnitude;
+            }
+          }
+        }
+        // Exactly quantisable activations: the exact product (see the int8 tests above).
+        const std::vector<float> xe = ExactlyQuantizable(n, cols, rng);
+        p.MatMul(xe.data(), n, cols, got.data(), total, At(CpuIsa::kAvx512, true));
+        ExpectExactOnLossless(got.data(), w, xe, n, total, cols, "packed, lossless");
+      }
+      // Everything but the int8 product still reads the blocks.
+      EXPECT_TRUE(at::equal(p.Dequantize(), m.Dequantize()));
+      const std::vector<float> x = RandomActivations(3 * cols, rng);
+      const at::Tensor xt = at::from_blob(const_cast<float*>(x.data()), {3, cols});
+      EXPECT_TRUE(at::equal(p.MatMul(xt), m.MatMul(xt)));
+    }
+  }
+}
+
+TEST(QuantizedMatrixTest, PackedProductIsTheSameOnAnyNumberOfThreadsAndRows) {
+  if (!HasPackedKernel()) GTEST_SKIP() << "no AVX-512 VNNI: PackedForInt8 packs nothing here";
+  std::mt19937 rng(9);
+  const int64_t rows = 3000, cols = 576, n = 5;  // many tiles: many parallel tasks
+  const std::vector<uint8_t> bytes = RandomRows(GgmlType::kQ4_1, rows, cols, rng);
+  const QuantizedMatrix p =
+      QuantizedMatrix::FromBytes(GgmlType::kQ4_1, rows, cols, bytes.data()).PackedForInt8();
+  ASSERT_GT(p.packed_nbytes(), 0);
+  const std::vector<float> x = RandomActivations(n * cols, rng);
+  const at::Tensor xt = at::from_blob(const_cast<float*>(x.data()), {n, cols});
+  const int saved = at::get_num_threads();
+  at::set_num_threads(1);
+  const at::Tensor one = p.MatMul(xt, At(CpuIsa::kAvx512, true));
+  at::set_num_threads(2);
+  const at::Tensor two = p.MatMul(xt, At(CpuIsa::kAvx512, true));
+  at::set_num_threads(saved);
+  EXPECT_TRUE(at::equal(one, two));
+  // Batch invariance: a row's result is the same bits alone as among n rows.
+  for (int64_t j = 0; j < n; ++j) {
+    EXPECT_TRUE(
+        at::equal(p.MatMul(xt.narrow(0, j, 1), At(CpuIsa::kAvx512, true)), two.narrow(0, j, 1)))
+        << "row " << j;
   }
 }
 

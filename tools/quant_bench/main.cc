@@ -214,6 +214,23 @@ void AddKernelMethods(const QuantizedMatrix& q, const Config& cfg, std::vector<M
       methods->push_back(std::move(m));
     }
   }
+  // The packed rows of the AVX-512 VNNI kernel (QuantizedMatrix::PackedForInt8), where it packs.
+  if (q.PackedForInt8().packed_nbytes() > 0 && cfg.levels.back() == CpuIsa::kAvx512) {
+    auto packed = std::make_shared<std::vector<QuantizedMatrix>>();
+    for (const QuantizedMatrix& c : *copies) packed->push_back(c.PackedForInt8());
+    QuantOptions o;
+    o.isa = CpuIsa::kAvx512;
+    o.int8_activations = true;
+    Method m{KernelMethodName(CpuIsa::kAvx512, true) + " packed", q.nbytes(), n_copies, {}};
+    m.run = [packed, out, o](const at::Tensor& x, int i) {
+      const QuantizedMatrix& w = (*packed)[static_cast<size_t>(i)];
+      if (!out->defined() || out->size(0) != x.size(0) || out->size(1) != w.rows()) {
+        *out = at::empty({x.size(0), w.rows()});
+      }
+      w.MatMulOut(x, *out, o);
+    };
+    methods->push_back(std::move(m));
+  }
 }
 
 std::string Fmt(double v, int precision) {

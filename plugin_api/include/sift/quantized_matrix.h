@@ -54,7 +54,9 @@ struct QuantOptions {
   // nearest) and multiply in integers, as llama.cpp does: fewer instructions per weight, at the
   // cost of the activation rounding (measured in docs/results/quant-kernels.md). Used where the
   // level has int8 kernels (avx2: vpmaddubsw; avx512 with AVX-512 VNNI: vpdpbusd) and the row
-  // type is a block type; otherwise the fp32 kernels run. Off: the exact fp32 path.
+  // type is a block type; otherwise the fp32 kernels run. Off: the exact fp32 path. On a matrix
+  // made by PackedForInt8() on an AVX-512 VNNI CPU, its packed Q4_1 and Q8_0 rows are read
+  // instead (512-bit vpdpbusd, 16 weight rows per instruction).
   bool int8_activations = false;
 };
 
@@ -81,6 +83,14 @@ class QuantizedMatrix {
   // Row i of the result is row order[i] of this matrix. `order` must be a permutation of
   // [0, rows).
   QuantizedMatrix PermuteRows(const std::vector<int64_t>& order) const;
+  // A copy that also holds its Q4_1 and Q8_0 rows packed for the AVX-512 VNNI int8 kernel: 16
+  // rows interleaved per 32-column group, about as many bytes again as those rows. Products with
+  // QuantOptions::int8_activations at the avx512 level read the packed rows (any rows outside
+  // whole groups of 16 read the blocks); everything else reads the blocks as before. A plain copy
+  // on CPUs without AVX-512 VNNI. PermuteRows and ConcatRows drop the packing.
+  QuantizedMatrix PackedForInt8() const;
+  // Bytes of the packed rows (0 when none).
+  int64_t packed_nbytes() const { return packed_.defined() ? packed_.numel() : 0; }
 
   int64_t rows() const { return rows_; }
   int64_t cols() const { return cols_; }
@@ -116,6 +126,9 @@ class QuantizedMatrix {
     int64_t begin, end;  // rows [begin, end)
     int64_t offset;      // byte offset of row `begin`
     int64_t row_bytes;
+    // PackedForInt8: byte offset in packed_ of rows [begin, begin + 16 * packed_tiles); -1: none.
+    int64_t packed_offset = -1;
+    int64_t packed_tiles = 0;
   };
   const Segment& SegmentOf(int64_t row) const;
   const uint8_t* RowData(int64_t row) const;
@@ -123,7 +136,8 @@ class QuantizedMatrix {
 
   int64_t rows_ = 0, cols_ = 0;
   std::vector<Segment> segments_;
-  at::Tensor bytes_;  // uint8, 1-D, all rows back to back
+  at::Tensor bytes_;   // uint8, 1-D, all rows back to back
+  at::Tensor packed_;  // uint8, 1-D: PackedForInt8's rows; undefined when none
 };
 
 // The row order that undoes llama.cpp's q/k permutation for `n_heads` heads of `head_dim`

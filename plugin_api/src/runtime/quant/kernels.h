@@ -58,6 +58,28 @@ DotInt8Fn Avx512VnniInt8Kernel(GgmlType type);
 // True if the CPU has AVX-512 VNNI (cpu_isa.cc).
 bool CpuHasAvx512Vnni();
 
+// ---- Rows packed for the AVX-512 VNNI kernel (QuantizedMatrix::PackedForInt8; packed_rows.cc) --
+// A tile is kPackRows weight rows. Per 32-column group g it holds, from byte
+// (tile * cols / 32 + g) * PackedGroupBytes(type):
+//   Q4_1: 4 vectors of 64 bytes of nibbles, then the 16 rows' fp16 scales d, then their fp16 mins
+//   m; Q8_0: 8 vectors of 64 bytes of weights + 128 (as unsigned bytes), then the 16 fp16 scales d.
+// Bytes 4i..4i+3 of a vector belong to row i of the tile: in vector v, Q4_1's low nibbles hold
+// the group's elements 4v..4v+3 and its high nibbles 16+4v..16+4v+3; Q8_0's bytes elements
+// 4v..4v+3. One vpdpbusd of such a vector with 4 activation bytes broadcast to every lane gives
+// each of the 16 rows its dot product over those 4 columns.
+constexpr int64_t kPackRows = 16;
+// Bytes per tile and group; 0 for a type that is not packed.
+int64_t PackedGroupBytes(GgmlType type);
+// Packs rows [0, 16 * tiles) (row r at rows + r * row_bytes, cols elements, cols % 32 == 0).
+void PackTiles(GgmlType type, const uint8_t* rows, int64_t row_bytes, int64_t tiles, int64_t cols,
+               uint8_t* out);
+// For t < tiles, i < 16, j < n: y[j * ldy + 16 t + i] = dot(row 16 t + i, activation row j), the
+// same sum as the DotInt8Fn of the type up to fp32 summation order.
+using PackedDotFn = void (*)(const uint8_t* packed, int64_t tiles, int64_t cols,
+                             const Int8Activations& a, int64_t n, float* y, int64_t ldy);
+// Null for types without a packed layout.
+PackedDotFn Avx512VnniPackedKernel(GgmlType type);
+
 // Quantises n rows of cols floats (row stride ldx; cols % 32 == 0) into the arrays of an
 // Int8Activations with ldq = cols and the given lds >= n: q holds n * cols bytes, d
 // cols / 32 * lds + 8 floats and sum cols / 16 * lds + 8 floats.

@@ -182,6 +182,36 @@ QuantizedMatrix QuantizedMatrix::PermuteRows(const std::vector<int64_t>& order) 
   return b.Finish();
 }
 
+QuantizedMatrix QuantizedMatrix::PackedForInt8() const {
+  QuantizedMatrix m = *this;
+  m.packed_ = at::Tensor();
+  for (Segment& s : m.segments_) s.packed_offset = -1, s.packed_tiles = 0;
+  if (DetectedCpuIsa() != CpuIsa::kAvx512 || !quant::CpuHasAvx512Vnni() || cols_ % 32 != 0) {
+    return m;
+  }
+  int64_t total = 0;
+  for (Segment& s : m.segments_) {
+    const int64_t group_bytes = quant::PackedGroupBytes(s.type);
+    s.packed_tiles = group_bytes > 0 ? (s.end - s.begin) / quant::kPackRows : 0;
+    if (s.packed_tiles == 0) continue;
+    s.packed_offset = total;
+    total += s.packed_tiles * (cols_ / 32) * group_bytes;
+  }
+  if (total == 0) return m;
+  m.packed_ = at::empty({total}, at::kByte);
+  uint8_t* out = m.packed_.data_ptr<uint8_t>();
+  const uint8_t* base = bytes_.data_ptr<uint8_t>();
+  for (const Segment& s : m.segments_) {
+    if (s.packed_tiles == 0) continue;
+    const int64_t tile_bytes = (cols_ / 32) * quant::PackedGroupBytes(s.type);
+    at::parallel_for(0, s.packed_tiles, 16, [&](int64_t begin, int64_t end) {
+      quant::PackTiles(s.type, base + s.offset + begin * quant::kPackRows * s.row_bytes,
+                       s.row_bytes, end - begin, cols_, out + s.packed_offset + begin * tile_bytes);
+    });
+  }
+  return m;
+}
+
 const QuantizedMatrix::Segment& QuantizedMatrix::SegmentOf(int64_t row) const {
   SIFT_CHECK(row >= 0 && row < rows_, "QuantizedMatrix: row ", row, " out of range [0, ", rows_,
              ")");
@@ -225,16 +255,48 @@ void QuantizedMatrix::MatMul(const float* x, int64_t n, int64_t ldx, float* y, i
     act = quant::Int8Activations{q.data(), d.data(), sum.data(), cols_, n};
   }
   const uint8_t* base = bytes_.data_ptr<uint8_t>();
-  at::parallel_for(0, rows_, Grain(nbytes(), rows_), [&](int64_t begin, int64_t end) {
+  // Rows [lo, hi) of segment s by its blocks.
+  auto by_blocks = [&](const Segment& s, int64_t lo, int64_t hi) {
+    if (lo >= hi) return;
+    const uint8_t* rows = base + s.offset + (lo - s.begin) * s.row_bytes;
+    if (const quant::DotInt8Fn dot8 = int8 != nullptr ? int8(s.type) : nullptr) {
+      dot8(rows, s.row_bytes, hi - lo, cols_, act, n, y + lo, ldy);
+    } else {
+      KernelsFor(isa, s.type).dot(rows, s.row_bytes, hi - lo, cols_, x, n, ldx, y + lo, ldy);
+    }
+  };
+  // The packed rows (PackedForInt8) serve the int8 product at the avx512 level; parallel chunks
+  // are then whole tiles of kPackRows rows, so that a tile is never split between threads.
+  const bool packed =
+      packed_.defined() && int8 == &quant::Avx512VnniInt8Kernel && isa == CpuIsa::kAvx512;
+  const int64_t unit = packed ? quant::kPackRows : 1;
+  const int64_t units = (rows_ + unit - 1) / unit;
+  const int64_t grain = std::max<int64_t>(1, Grain(nbytes(), rows_) / unit);
+  at::parallel_for(0, units, grain, [&](int64_t ubegin, int64_t uend) {
+    const int64_t begin = ubegin * unit, end = std::min(rows_, uend * unit);
     for (const Segment& s : segments_) {
       const int64_t lo = std::max(begin, s.begin), hi = std::min(end, s.end);
       if (lo >= hi) continue;
-      const uint8_t* rows = base + s.offset + (lo - s.begin) * s.row_bytes;
-      if (const quant::DotInt8Fn dot8 = int8 != nullptr ? int8(s.type) : nullptr) {
-        dot8(rows, s.row_bytes, hi - lo, cols_, act, n, y + lo, ldy);
-      } else {
-        KernelsFor(isa, s.type).dot(rows, s.row_bytes, hi - lo, cols_, x, n, ldx, y + lo, ldy);
+      const quant::PackedDotFn dotp =
+          packed && s.packed_tiles > 0 ? quant::Avx512VnniPackedKernel(s.type) : nullptr;
+      if (dotp == nullptr) {
+        by_blocks(s, lo, hi);
+        continue;
       }
+      // Whole packed tiles inside [lo, hi); the rows around them by their blocks.
+      const int64_t k = quant::kPackRows;
+      const int64_t t0 = std::min(s.packed_tiles, (lo - s.begin + k - 1) / k);
+      const int64_t t1 = std::max(t0, std::min(s.packed_tiles, (hi - s.begin) / k));
+      const int64_t plo = s.begin + t0 * k, phi = s.begin + t1 * k;
+      if (t1 == t0) {
+        by_blocks(s, lo, hi);
+        continue;
+      }
+      by_blocks(s, lo, plo);
+      const int64_t tile_bytes = (cols_ / 32) * quant::PackedGroupBytes(s.type);
+      dotp(packed_.data_ptr<uint8_t>() + s.packed_offset + t0 * tile_bytes, t1 - t0, cols_, act, n,
+           y + plo, ldy);
+      by_blocks(s, phi, hi);
     }
   });
 }
