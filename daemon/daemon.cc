@@ -93,6 +93,7 @@ std::shared_ptr<const Model> LoadDaemonModel(const DaemonOptions& o) {
   ModelOptions mo;
   mo.dtype = ParseDtype(o.dtype);
   mo.weights = ParseWeightFormat(o.weights);
+  mo.int8_activations = o.int8_activations;
   mo.device = ParseDevice(o.device);
   mo.threads = o.threads;
   mo.context_length = o.n_ctx;  // 0 = the model's; past it RoPE extrapolates (a warning says so)
@@ -235,6 +236,7 @@ bool Daemon::LoadModelAndCatalog() {
     metrics_.Set("sift_engine_info",
                  {{"kernels", model_->KernelSummary()},
                   {"weights", model_->native_weights() ? "native" : "dense"},
+                  {"activations", model_->options().int8_activations ? "int8" : "fp32"},
                   {"dtype", DtypeName(model_->options().dtype)},
                   {"device", model_->options().device.str()}},
                  1);

@@ -47,6 +47,9 @@ po::options_description ModelOptions(DaemonOptions* o) {
       "dtype", po::value(&o->dtype)->default_value(o->dtype), "bf16 or fp32")(
       "weights", po::value(&o->weights)->default_value(o->weights),
       "native: decode multiplies by the GGUF's own blocks; dense: by the dequantised copy")(
+      "int8-activations", po::bool_switch(&o->int8_activations),
+      "native weights: quantise the activations of block products to int8 (faster decode, "
+      "activation rounding; packed rows on AVX-512 VNNI CPUs). Default: fp32 activations")(
       "threads", po::value(&o->threads)->default_value(o->threads),
       "LibTorch intra-op threads (0 = all cores)")(
       "n-ctx", po::value(&o->n_ctx)->default_value(o->n_ctx),

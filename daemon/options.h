@@ -28,6 +28,7 @@ struct DaemonOptions {
   std::string device = "cpu";
   std::string dtype = "bf16";
   std::string weights = "native";  // sift::WeightFormat
+  bool int8_activations = false;   // sift::ModelOptions::int8_activations
   int threads = 0;                 // LibTorch intra-op threads; 0 = all cores
   int64_t n_ctx = 0;               // context limit; 0 = the model's
   int64_t question_tokens = 32;

@@ -7,7 +7,8 @@
 //   - a running stream gets tokens while another request's long prompt is prefilled, and a short
 //     request that arrives then is answered before that prefill ends;
 //   - admission by KV memory: a request that can never fit is refused at once, one that does not
-//     fit yet waits for the running one and then runs; /metrics shows it.
+//     fit yet waits for the running one and then runs; /metrics shows it;
+//   - with --int8-activations, batched requests answer as they do alone.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -158,6 +159,53 @@ TEST(BatchingTest, EveryPipelineBatchedEqualsOneAtATime) {
   for (const std::string& p : pipelines) EXPECT_EQ(got[p], expected[p]) << "pipeline " << p;
   const std::string metrics = HttpGet(batched.http(), "/metrics");
   EXPECT_GT(MetricValue(metrics, "sift_batch_max_rows"), 1) << "no step ever held two requests";
+}
+
+// --int8-activations through the real daemon: /metrics says which products run, and concurrent
+// requests of a full and a compressing pipeline, batched, answer as each does alone on the same
+// daemon (one row's int8 product is the same alone and in a batch:
+// tests/model/batch_engine_test.cc).
+TEST(BatchingTest, Int8ActivationsServeThroughTheBatch) {
+  SKIP_WITHOUT_DAEMON();
+  Daemon d;
+  // No prefix cache: the second request of a context prefills it as the first did.
+  ASSERT_EQ(d.Start({"--int8-activations", "--workers", "4", "--prefill-chunk", "96",
+                     "--prefix-cache", "off"}),
+            "");
+  const std::string metrics = HttpGet(d.http(), "/metrics");
+  const size_t info = metrics.find("sift_engine_info{");
+  ASSERT_NE(info, std::string::npos) << metrics;
+  const std::string labels = metrics.substr(info, metrics.find('\n', info) - info);
+  EXPECT_NE(labels.find("activations=\"int8\""), std::string::npos) << labels;
+  EXPECT_NE(labels.find("-int8"), std::string::npos) << labels;  // the kernels: avx512vnni-int8...
+  zmq::context_t ctx(1);
+  const std::vector<std::string> pipelines = {"full", "snapkv"};
+  std::map<std::string, std::string> alone, together;
+  {
+    auto c = Connect(ctx, d);
+    for (const std::string& p : pipelines) {
+      c->Send(Question(p, p, 24));
+      const json t = Replies(*c, p).back();
+      ASSERT_EQ(t["type"], "final") << p << ": " << t.dump();
+      alone[p] = t["text"];
+    }
+  }
+  std::mutex mu;
+  std::vector<std::thread> threads;
+  for (const std::string& p : pipelines) {
+    threads.emplace_back([&, p] {
+      auto c = Connect(ctx, d);
+      c->Send(Question(p + "-2", p, 24));
+      const json t = Replies(*c, p + "-2", 300000).back();
+      std::lock_guard<std::mutex> lock(mu);
+      together[p] = t["type"] == "final" ? t["text"].get<std::string>() : t.dump();
+    });
+  }
+  for (std::thread& t : threads) t.join();
+  for (const std::string& p : pipelines) {
+    EXPECT_FALSE(alone[p].empty()) << p;
+    EXPECT_EQ(together[p], alone[p]) << "pipeline " << p;
+  }
 }
 
 // A daemon that prefills a long prompt in one forward (--prefill-chunk 0) and runs a decode step at

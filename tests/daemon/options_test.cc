@@ -41,6 +41,12 @@ TEST(OptionsTest, DefaultsServeFromTheRepositoryRoot) {
   EXPECT_FALSE(o.allow_ignore_eos);
   EXPECT_EQ(o.openai_max_connections_per_peer, 16);
   EXPECT_EQ(o.openai_idle_timeout_ms, 5000);
+  // The engine: fp32 activations in the block products unless asked (docs/engine.md).
+  EXPECT_EQ(o.weights, "native");
+  EXPECT_FALSE(o.int8_activations);
+  DaemonOptions int8;
+  ASSERT_EQ(Parse({"--int8-activations"}, &int8, &message), ParseResult::kRun) << message;
+  EXPECT_TRUE(int8.int8_activations);
 }
 
 // The prefill chunk follows the device unless given: 512 on the CPU, the whole prompt on CUDA.

@@ -12,6 +12,7 @@
 #include <mutex>
 #include <string>
 #include <thread>
+#include <tuple>
 #include <vector>
 
 #include "sift/batch_engine.h"
@@ -65,12 +66,15 @@ void Compress(KvCache& cache) {
   }
 }
 
-class BatchEngineTest : public ::testing::TestWithParam<at::ScalarType> {
+// Per dtype, with fp32 activations in the block products and with int8 ones
+// (ModelOptions::int8_activations: the packed AVX-512 VNNI rows where the CPU has them).
+class BatchEngineTest : public ::testing::TestWithParam<std::tuple<at::ScalarType, bool>> {
  protected:
   void SetUp() override {
     SKIP_WITHOUT_MODEL();
     ModelOptions options;
-    options.dtype = GetParam();
+    options.dtype = std::get<0>(GetParam());
+    options.int8_activations = std::get<1>(GetParam());
     model_ = Model::Load(ModelPath(), options);
   }
   std::shared_ptr<const Model> model_;
@@ -227,8 +231,13 @@ TEST_P(BatchEngineTest, BatchedGreedyEqualsGenerate) {
   EXPECT_EQ(stats.decoding, 0);
 }
 
-INSTANTIATE_TEST_SUITE_P(Dtypes, BatchEngineTest, ::testing::Values(at::kFloat, at::kBFloat16),
-                         [](const auto& info) { return std::string(DtypeName(info.param)); });
+INSTANTIATE_TEST_SUITE_P(Dtypes, BatchEngineTest,
+                         ::testing::Combine(::testing::Values(at::kFloat, at::kBFloat16),
+                                            ::testing::Bool()),
+                         [](const auto& info) {
+                           return std::string(DtypeName(std::get<0>(info.param))) +
+                                  (std::get<1>(info.param) ? "_int8" : "");
+                         });
 
 class BatchEngineFlowTest : public ::testing::Test {
  protected:

@@ -71,6 +71,8 @@ void AddOptions(sift::cli::CommandLine* cl) {
       ("dtype", po::value<std::string>()->default_value("bf16"), "bf16 | fp32")
       ("weights", po::value<std::string>()->default_value("native"),
        "native (GGUF blocks for decode-sized products on the CPU) | dense")
+      ("int8-activations", po::bool_switch(),
+       "native weights: int8 activations in the block products (faster, rounds activations)")
       ("device", po::value<std::string>()->default_value("cpu"), "cpu | cuda | cuda:N")
       ("threads", po::value<int>()->default_value(0), "CPU threads (0 = all cores)")
       ("max-tokens", po::value<int64_t>()->default_value(128), "generate: tokens at most")
@@ -154,6 +156,7 @@ std::shared_ptr<const sift::Model> LoadModel(const Args& a) {
   // Every option is checked before the (slow) load.
   options.dtype = sift::ParseDtype(a.Get<std::string>("dtype"));
   options.weights = sift::ParseWeightFormat(a.Get<std::string>("weights"));
+  options.int8_activations = a.Get<bool>("int8-activations");
   options.device = sift::ParseDevice(a.Get<std::string>("device"));
   options.threads = a.Get<int>("threads");
   sift::ConfigureThreads(options.threads);

@@ -62,6 +62,11 @@ struct ModelOptions {
   // generation run past the trained context (RoPE extrapolates: speed is meaningful, quality is
   // not), as llama.cpp does when n_ctx exceeds it; config().context_length reports the value used.
   int64_t context_length = 0;
+  // kNative on the CPU: products by the blocks quantise their activations to int8 per 32 values
+  // (QuantOptions::int8_activations; on AVX-512 VNNI CPUs from Q4_1/Q8_0 rows packed at load,
+  // QuantizedMatrix::PackedForInt8). Faster decode, at the cost of the activation rounding
+  // (docs/engine.md#int8-activations). Off: fp32 activations, the reference.
+  bool int8_activations = false;
 };
 
 // RoPE angles of a set of positions, computed once and shared by every layer of a forward.
@@ -179,6 +184,12 @@ class Model {
   }
   // ModelOptions::native_max_rows, resolved at Load.
   int64_t native_max_rows() const { return native_max_rows_; }
+  // The kernel options of every product by the blocks (ModelOptions::int8_activations).
+  QuantOptions quant_options() const {
+    QuantOptions o;
+    o.int8_activations = options_.int8_activations;
+    return o;
+  }
 
   // One decoder layer on x (new rows at `positions`). With a cache, the new k/v are appended to
   // it and the rows attend to everything the layer's cache holds; without one, only to each

@@ -159,6 +159,14 @@ std::shared_ptr<const Model> Model::Load(const std::string& path, const ModelOpt
   if (EndsWith(path, ".gguf") && options.weights == WeightFormat::kNative &&
       options.device.is_cpu()) {
     model->qweights_ = LoadQuantizedWeights(path);
+    if (options.int8_activations) {
+      // The AVX-512 VNNI kernel's packed rows (a plain copy on other CPUs).
+      QuantizedWeights& q = model->qweights_;
+      for (QuantizedLayer& l : q.layers) {
+        for (QuantizedMatrix* m : {&l.qkv, &l.wo, &l.gate_up, &l.w_down}) *m = m->PackedForInt8();
+      }
+      q.lm_head = q.lm_head.PackedForInt8();
+    }
   }
   const ModelConfig& c = model->weights_.config;
   model->inv_freq_cpu_ = RopeInverseFrequencies(c);
@@ -234,8 +242,16 @@ std::string Model::KernelSummary() const {
   if (!options_.device.is_cpu()) return "LibTorch on " + options_.device.str();
   if (!options_.cpu_kernels) s = "attention torch";
   s += ", matmul ";
-  s += native_weights() ? QuantKernelName() + " (native blocks up to " +
-                              std::to_string(native_max_rows_) + " rows)"
+  int64_t packed = qweights_.lm_head.packed_nbytes();
+  for (const QuantizedLayer& l : qweights_.layers) {
+    for (const QuantizedMatrix* m : {&l.qkv, &l.wo, &l.gate_up, &l.w_down}) {
+      packed += m->packed_nbytes();
+    }
+  }
+  s += native_weights() ? QuantKernelName(quant_options()) +
+                              (packed > 0 ? " packed (" + std::to_string(packed >> 20) + " MiB)"
+                                          : std::string()) +
+                              " (native blocks up to " + std::to_string(native_max_rows_) + " rows)"
                         : std::string("LibTorch");
   return s;
 }
@@ -344,7 +360,7 @@ at::Tensor Model::Linear(const at::Tensor& x_in, const at::Tensor& w, const at::
 at::Tensor Model::LinearRows(const at::Tensor& x_in, const at::Tensor& w, const at::Tensor& b,
                              const QuantizedMatrix* q, bool decode_rows) const {
   if (q != nullptr && x_in.is_cpu() && (decode_rows || x_in.size(0) <= native_max_rows_)) {
-    at::Tensor y = q->MatMul(Contiguous(AsType(x_in, at::kFloat)));
+    at::Tensor y = q->MatMul(Contiguous(AsType(x_in, at::kFloat)), quant_options());
     return b.defined() ? y.add_(b) : y;
   }
   const at::Tensor x = AsType(x_in, w.scalar_type());
@@ -465,6 +481,7 @@ at::Tensor HostDecodeStep(const Model& model, const std::vector<at::Tensor>& b_q
   const ModelConfig& c = model.config();
   const ModelWeights& w = model.weights();
   const QuantizedWeights& qw = model.quantized_weights();
+  const QuantOptions quant = model.quant_options();
   const int64_t n = ids.size(0);
   const int64_t hidden = c.hidden_size, hd = c.head_dim, ff = c.intermediate_size;
   const int64_t nq = c.num_heads * hd, nkv = c.num_kv_heads * hd, nqkv = nq + 2 * nkv;
@@ -506,7 +523,7 @@ at::Tensor HostDecodeStep(const Model& model, const std::vector<at::Tensor>& b_q
     const LayerWeights& lw = w.layers[static_cast<size_t>(layer)];
     const QuantizedLayer& ql = qw.layers[static_cast<size_t>(layer)];
     cpu::RmsNorm(xp, lw.attn_norm.data_ptr<float>(), eps, n, hidden, hp);  // host: CPU kernel
-    ql.qkv.MatMul(hp, n, hidden, qkvp, nqkv);
+    ql.qkv.MatMul(hp, n, hidden, qkvp, nqkv, quant);
     const at::Tensor& bias = b_qkv[static_cast<size_t>(layer)];
     if (bias.defined()) add_bias(qkvp, bias.data_ptr<float>(), nqkv, nqkv);  // host: CPU kernel
     cpu::RopeInPlace(qkvp, n, nqkv, c.num_heads + c.num_kv_heads, hd, cos_table, sin_table);
@@ -519,18 +536,18 @@ at::Tensor HostDecodeStep(const Model& model, const std::vector<at::Tensor>& b_q
       caches[static_cast<size_t>(i)]->Append(layer, k, v, p);
     }
     DecodeAttention(q, pos, caches, layer, attention, &attn);
-    ql.wo.MatMul(attnp, n, nq, outp, hidden);
+    ql.wo.MatMul(attnp, n, nq, outp, hidden, quant);
     add_residual(xp, outp);  // x + attention, then + FFN: the operator path's order
     cpu::RmsNorm(xp, lw.ffn_norm.data_ptr<float>(), eps, n, hidden, hp);  // host: CPU kernel
-    ql.gate_up.MatMul(hp, n, hidden, gup, 2 * ff);
+    ql.gate_up.MatMul(hp, n, hidden, gup, 2 * ff, quant);
     cpu::SiluMul(gup, n, ff, actp);
-    ql.w_down.MatMul(actp, n, ff, outp, hidden);
+    ql.w_down.MatMul(actp, n, ff, outp, hidden, quant);
     add_residual(xp, outp);
   }
   cpu::RmsNorm(xp, w.final_norm.data_ptr<float>(), eps, n, hidden, hp);  // host: CPU kernel
   at::Tensor logits = b.logits.narrow(0, 0, n);
   float* logitsp = logits.data_ptr<float>();  // host: CPU kernel
-  qw.lm_head.MatMul(hp, n, hidden, logitsp, qw.lm_head.rows());
+  qw.lm_head.MatMul(hp, n, hidden, logitsp, qw.lm_head.rows(), quant);
   return logits;
 }
 
