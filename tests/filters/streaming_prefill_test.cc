@@ -170,7 +170,13 @@ TEST(StreamingForward, MatchesADenseLambdaForwardAndResumesFromAState) {
   for (int64_t l = 0; l < layers; ++l) {
     ASSERT_EQ(rolling.size(l), 10) << "layer " << l;
     EXPECT_TRUE(at::equal(rolling.Positions(l).select(0, 0), kept));
-    EXPECT_TRUE(at::allclose(rolling.Keys(l), full.Keys(l).index_select(1, kept), 1e-4, 1e-5));
+    // fp32 summation order differs between 16-row chunks and one forward: about 1e-6 of the
+    // keys' scale (seen up to 2.7e-5 on keys of magnitude 10, on an element near 0).
+    const at::Tensor want_keys = full.Keys(l).index_select(1, kept);
+    const double atol = 1e-5 * want_keys.abs().max().item<double>();
+    EXPECT_TRUE(at::allclose(rolling.Keys(l), want_keys, 1e-4, atol))
+        << "layer " << l << ": max diff " << (rolling.Keys(l) - want_keys).abs().max().item<float>()
+        << " of max " << want_keys.abs().max().item<float>();
     EXPECT_LE(at_context.size(l), 10);
   }
 
