@@ -93,8 +93,8 @@ std::shared_ptr<const Model> LoadDaemonModel(const DaemonOptions& o) {
   ModelOptions mo;
   mo.dtype = ParseDtype(o.dtype);
   mo.weights = ParseWeightFormat(o.weights);
-  mo.int8_activations = o.int8_activations;
   mo.device = ParseDevice(o.device);
+  mo.int8_activations = Int8ActivationsFor(o.activations, mo);  // needs device and weights
   mo.threads = o.threads;
   mo.context_length = o.n_ctx;  // 0 = the model's; past it RoPE extrapolates (a warning says so)
   ConfigureThreads(o.threads);
@@ -112,6 +112,9 @@ std::shared_ptr<const Model> LoadDaemonModel(const DaemonOptions& o) {
        {"context_length", model->config().context_length},
        {"dtype", DtypeName(mo.dtype)},
        {"weights", model->native_weights() ? "native" : "dense"},
+       // What --activations chose (auto: by the CPU; docs/engine.md#int8-activations).
+       {"activations", std::string(mo.int8_activations ? "int8" : "fp32") +
+                           (o.activations == "auto" ? " (auto)" : "")},
        {"kernels", model->KernelSummary()},
        {"device", mo.device.str()},
        {"ms", std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start)

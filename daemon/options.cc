@@ -47,9 +47,11 @@ po::options_description ModelOptions(DaemonOptions* o) {
       "dtype", po::value(&o->dtype)->default_value(o->dtype), "bf16 or fp32")(
       "weights", po::value(&o->weights)->default_value(o->weights),
       "native: decode multiplies by the GGUF's own blocks; dense: by the dequantised copy")(
-      "int8-activations", po::bool_switch(&o->int8_activations),
-      "native weights: quantise the activations of block products to int8 (faster decode, "
-      "activation rounding; packed rows on AVX-512 VNNI CPUs). Default: fp32 activations")(
+      "activations", po::value(&o->activations)->default_value(o->activations),
+      "native weights: the block products' activations. int8: quantised per 32 values (faster "
+      "decode, activation rounding); fp32: exact (the reference); auto: int8 where the CPU has "
+      "AVX-512 VNNI (rows packed at load), fp32 elsewhere")(
+      "int8-activations", po::bool_switch(&o->int8_activations), "the same as --activations int8")(
       "threads", po::value(&o->threads)->default_value(o->threads),
       "LibTorch intra-op threads (0 = all cores)")(
       "n-ctx", po::value(&o->n_ctx)->default_value(o->n_ctx),
@@ -188,6 +190,13 @@ std::string Validate(DaemonOptions& o) {
     return "--decode-interval-ms must be in [0, 60000]";
   }
   if (o.io_nice < 0 || o.io_nice > 19) return "--io-nice must be in [0, 19]";
+  if (o.activations != "auto" && o.activations != "int8" && o.activations != "fp32") {
+    return "--activations must be auto, int8 or fp32";
+  }
+  if (o.int8_activations) {
+    if (o.activations == "fp32") return "--int8-activations contradicts --activations fp32";
+    o.activations = "int8";
+  }
   if (o.prefix_cache_min_tokens < 1) return "--prefix-cache-min-tokens must be >= 1";
   std::string kv_error;
   if (!ParseKvBudget(o.kv_budget, PhysicalMemoryBytes(), &o.kv_budget_bytes, &kv_error)) {

@@ -28,9 +28,11 @@ struct DaemonOptions {
   std::string device = "cpu";
   std::string dtype = "bf16";
   std::string weights = "native";  // sift::WeightFormat
-  bool int8_activations = false;   // sift::ModelOptions::int8_activations
-  int threads = 0;                 // LibTorch intra-op threads; 0 = all cores
-  int64_t n_ctx = 0;               // context limit; 0 = the model's
+  // sift::Int8ActivationsFor: auto | int8 | fp32 (Validate folds --int8-activations into it).
+  std::string activations = "auto";
+  bool int8_activations = false;  // --int8-activations: the older spelling of --activations int8
+  int threads = 0;                // LibTorch intra-op threads; 0 = all cores
+  int64_t n_ctx = 0;              // context limit; 0 = the model's
   int64_t question_tokens = 32;
   // Serving.
   std::vector<std::string> bind = {"tcp://127.0.0.1:7700"};

@@ -8,7 +8,9 @@
 //     request that arrives then is answered before that prefill ends;
 //   - admission by KV memory: a request that can never fit is refused at once, one that does not
 //     fit yet waits for the running one and then runs; /metrics shows it;
-//   - with --int8-activations, batched requests answer as they do alone.
+//   - with --int8-activations, batched requests answer as they do alone; by default the daemon
+//     picks int8 activations exactly where the CPU has AVX-512 VNNI, and --activations fp32
+//     overrides it.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -16,6 +18,7 @@
 #include <chrono>
 #include <cstdlib>
 #include <filesystem>
+#include <fstream>
 #include <map>
 #include <mutex>
 #include <set>
@@ -206,6 +209,51 @@ TEST(BatchingTest, Int8ActivationsServeThroughTheBatch) {
     EXPECT_FALSE(alone[p].empty()) << p;
     EXPECT_EQ(together[p], alone[p]) << "pipeline " << p;
   }
+}
+
+// The flags of /proc/cpuinfo's first processor, space-separated with a space at each end.
+std::string CpuFlags() {
+  std::ifstream in("/proc/cpuinfo");
+  for (std::string line; std::getline(in, line);) {
+    if (line.rfind("flags", 0) == 0) return " " + line.substr(line.find(':') + 1) + " ";
+  }
+  return " ";
+}
+
+// The sift_engine_info labels of a running daemon.
+std::string EngineInfo(const Daemon& d) {
+  const std::string metrics = HttpGet(d.http(), "/metrics");
+  const size_t info = metrics.find("sift_engine_info{");
+  if (info == std::string::npos) return metrics;
+  return metrics.substr(info, metrics.find('\n', info) - info);
+}
+
+// --activations auto (the default) chooses int8 where the packed AVX-512 VNNI kernel runs (the
+// CPU has AVX-512 F, BW, VL and VNNI; read here from /proc/cpuinfo, not from the library), fp32
+// elsewhere; --activations fp32 always gives the exact products.
+TEST(BatchingTest, DefaultActivationsFollowTheCpu) {
+  SKIP_WITHOUT_DAEMON();
+  const std::string flags = CpuFlags();
+  bool vnni = true;
+  for (const char* f : {"avx512f", "avx512bw", "avx512vl", "avx512_vnni"}) {
+    vnni = vnni && flags.find(std::string(" ") + f + " ") != std::string::npos;
+  }
+  {
+    Daemon d;
+    ASSERT_EQ(d.Start({"--workers", "1"}), "");
+    const std::string labels = EngineInfo(d);
+    EXPECT_NE(labels.find(vnni ? "activations=\"int8\"" : "activations=\"fp32\""),
+              std::string::npos)
+        << labels;
+    EXPECT_EQ(labels.find("avx512vnni-int8 packed") != std::string::npos, vnni) << labels;
+    EXPECT_NE(d.log().find(vnni ? "int8 (auto)" : "fp32 (auto)"), std::string::npos) << d.log();
+  }
+  Daemon d;
+  ASSERT_EQ(d.Start({"--workers", "1", "--activations", "fp32"}), "");
+  const std::string labels = EngineInfo(d);
+  EXPECT_NE(labels.find("activations=\"fp32\""), std::string::npos) << labels;
+  EXPECT_NE(labels.find("-fp32"), std::string::npos) << labels;
+  EXPECT_EQ(labels.find("packed"), std::string::npos) << labels;
 }
 
 // A daemon that prefills a long prompt in one forward (--prefill-chunk 0) and runs a decode step at

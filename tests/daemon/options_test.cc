@@ -41,12 +41,21 @@ TEST(OptionsTest, DefaultsServeFromTheRepositoryRoot) {
   EXPECT_FALSE(o.allow_ignore_eos);
   EXPECT_EQ(o.openai_max_connections_per_peer, 16);
   EXPECT_EQ(o.openai_idle_timeout_ms, 5000);
-  // The engine: fp32 activations in the block products unless asked (docs/engine.md).
+  // The engine: activations chosen by the CPU unless asked (docs/engine.md#int8-activations).
   EXPECT_EQ(o.weights, "native");
-  EXPECT_FALSE(o.int8_activations);
+  EXPECT_EQ(o.activations, "auto");
   DaemonOptions int8;
   ASSERT_EQ(Parse({"--int8-activations"}, &int8, &message), ParseResult::kRun) << message;
-  EXPECT_TRUE(int8.int8_activations);
+  EXPECT_EQ(int8.activations, "int8");  // the older spelling
+  DaemonOptions fp32;
+  ASSERT_EQ(Parse({"--activations", "fp32"}, &fp32, &message), ParseResult::kRun) << message;
+  EXPECT_EQ(fp32.activations, "fp32");
+  DaemonOptions bad;
+  EXPECT_EQ(Parse({"--activations", "int4"}, &bad, &message), ParseResult::kError);
+  EXPECT_NE(message.find("--activations must be auto, int8 or fp32"), std::string::npos) << message;
+  EXPECT_EQ(Parse({"--activations", "fp32", "--int8-activations"}, &bad, &message),
+            ParseResult::kError);
+  EXPECT_NE(message.find("contradicts"), std::string::npos) << message;
 }
 
 // The prefill chunk follows the device unless given: 512 on the CPU, the whole prompt on CUDA.

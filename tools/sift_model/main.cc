@@ -71,8 +71,9 @@ void AddOptions(sift::cli::CommandLine* cl) {
       ("dtype", po::value<std::string>()->default_value("bf16"), "bf16 | fp32")
       ("weights", po::value<std::string>()->default_value("native"),
        "native (GGUF blocks for decode-sized products on the CPU) | dense")
-      ("int8-activations", po::bool_switch(),
-       "native weights: int8 activations in the block products (faster, rounds activations)")
+      ("activations", po::value<std::string>()->default_value("auto"),
+       "native weights: block products' activations, int8 (faster, rounded) | fp32 (exact) | "
+       "auto (int8 where the CPU has AVX-512 VNNI)")
       ("device", po::value<std::string>()->default_value("cpu"), "cpu | cuda | cuda:N")
       ("threads", po::value<int>()->default_value(0), "CPU threads (0 = all cores)")
       ("max-tokens", po::value<int64_t>()->default_value(128), "generate: tokens at most")
@@ -156,8 +157,8 @@ std::shared_ptr<const sift::Model> LoadModel(const Args& a) {
   // Every option is checked before the (slow) load.
   options.dtype = sift::ParseDtype(a.Get<std::string>("dtype"));
   options.weights = sift::ParseWeightFormat(a.Get<std::string>("weights"));
-  options.int8_activations = a.Get<bool>("int8-activations");
   options.device = sift::ParseDevice(a.Get<std::string>("device"));
+  options.int8_activations = sift::Int8ActivationsFor(a.Get<std::string>("activations"), options);
   options.threads = a.Get<int>("threads");
   sift::ConfigureThreads(options.threads);
   return sift::Model::Load(a.model, options);

@@ -65,9 +65,17 @@ struct ModelOptions {
   // kNative on the CPU: products by the blocks quantise their activations to int8 per 32 values
   // (QuantOptions::int8_activations; on AVX-512 VNNI CPUs from Q4_1/Q8_0 rows packed at load,
   // QuantizedMatrix::PackedForInt8). Faster decode, at the cost of the activation rounding
-  // (docs/engine.md#int8-activations). Off: fp32 activations, the reference.
+  // (docs/engine.md#int8-activations). Off: fp32 activations, the reference (the library's
+  // default; siftd and the tools pick by Int8ActivationsFor("auto", ...)).
   bool int8_activations = false;
 };
+
+// The activations of the block products (ModelOptions::int8_activations) that an --activations
+// value selects for a model loaded with `options` (device and weights set): "int8" -> true,
+// "fp32" -> false, "auto" -> true where the products would read rows packed for AVX-512 VNNI
+// (native weights on the CPU, PackedInt8Available()), false elsewhere. Throws sift::Error on
+// another value.
+bool Int8ActivationsFor(const std::string& mode, const ModelOptions& options);
 
 // RoPE angles of a set of positions, computed once and shared by every layer of a forward.
 struct RopeTables {

@@ -60,6 +60,11 @@ struct QuantOptions {
   bool int8_activations = false;
 };
 
+// True where products with int8 activations read rows packed by QuantizedMatrix::PackedForInt8():
+// the default level is avx512 and the CPU has AVX-512 VNNI. There int8 activations are the faster
+// decode (docs/engine.md#int8-activations) and the engine picks them by default.
+bool PackedInt8Available();
+
 // Name of the kernel `options` select on this machine: "avx512-fp32", "avx2-fp32",
 // "scalar-fp32", "avx512vnni-int8" or "avx2-int8" (for `sift-model info` and /metrics).
 std::string QuantKernelName(const QuantOptions& options = {});

@@ -57,6 +57,9 @@ struct QuantizedWeights {
   QuantizedMatrix lm_head;  // token_embd when tied
   bool empty() const { return layers.empty(); }
   int64_t Bytes() const;
+  // Every matrix: each layer's qkv, wo, gate_up and w_down, then lm_head. Pointers into this.
+  std::vector<QuantizedMatrix*> Matrices();
+  std::vector<const QuantizedMatrix*> Matrices() const;
 };
 QuantizedWeights LoadQuantizedWeights(const std::string& gguf_path);
 

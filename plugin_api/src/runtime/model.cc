@@ -86,6 +86,14 @@ const char* WeightFormatName(WeightFormat format) {
   return format == WeightFormat::kNative ? "native" : "dense";
 }
 
+bool Int8ActivationsFor(const std::string& mode, const ModelOptions& options) {
+  if (mode == "int8") return true;
+  if (mode == "fp32") return false;
+  SIFT_CHECK(mode == "auto", "unknown activations '", mode, "' (expected auto, int8 or fp32)");
+  return options.weights == WeightFormat::kNative && options.device.is_cpu() &&
+         PackedInt8Available();
+}
+
 at::ScalarType ParseDtype(const std::string& name) {
   if (name == "bf16" || name == "bfloat16") return at::kBFloat16;
   if (name == "fp32" || name == "float32" || name == "f32") return at::kFloat;
@@ -161,11 +169,7 @@ std::shared_ptr<const Model> Model::Load(const std::string& path, const ModelOpt
     model->qweights_ = LoadQuantizedWeights(path);
     if (options.int8_activations) {
       // The AVX-512 VNNI kernel's packed rows (a plain copy on other CPUs).
-      QuantizedWeights& q = model->qweights_;
-      for (QuantizedLayer& l : q.layers) {
-        for (QuantizedMatrix* m : {&l.qkv, &l.wo, &l.gate_up, &l.w_down}) *m = m->PackedForInt8();
-      }
-      q.lm_head = q.lm_head.PackedForInt8();
+      for (QuantizedMatrix* m : model->qweights_.Matrices()) *m = m->PackedForInt8();
     }
   }
   const ModelConfig& c = model->weights_.config;
@@ -242,12 +246,8 @@ std::string Model::KernelSummary() const {
   if (!options_.device.is_cpu()) return "LibTorch on " + options_.device.str();
   if (!options_.cpu_kernels) s = "attention torch";
   s += ", matmul ";
-  int64_t packed = qweights_.lm_head.packed_nbytes();
-  for (const QuantizedLayer& l : qweights_.layers) {
-    for (const QuantizedMatrix* m : {&l.qkv, &l.wo, &l.gate_up, &l.w_down}) {
-      packed += m->packed_nbytes();
-    }
-  }
+  int64_t packed = 0;
+  for (const QuantizedMatrix* m : qweights_.Matrices()) packed += m->packed_nbytes();
   s += native_weights() ? QuantKernelName(quant_options()) +
                               (packed > 0 ? " packed (" + std::to_string(packed >> 20) + " MiB)"
                                           : std::string()) +

@@ -264,11 +264,29 @@ ModelWeights LoadWeightsFromHfDir(const std::string& dir, const LoadOptions& opt
 }
 
 int64_t QuantizedWeights::Bytes() const {
-  int64_t total = lm_head.nbytes();
-  for (const QuantizedLayer& l : layers) {
-    total += l.qkv.nbytes() + l.wo.nbytes() + l.gate_up.nbytes() + l.w_down.nbytes();
-  }
+  int64_t total = 0;
+  for (const QuantizedMatrix* m : Matrices()) total += m->nbytes();
   return total;
+}
+
+std::vector<const QuantizedMatrix*> QuantizedWeights::Matrices() const {
+  std::vector<const QuantizedMatrix*> out;
+  out.reserve(layers.size() * 4 + 1);
+  for (const QuantizedLayer& l : layers) {
+    out.insert(out.end(), {&l.qkv, &l.wo, &l.gate_up, &l.w_down});
+  }
+  out.push_back(&lm_head);
+  return out;
+}
+
+std::vector<QuantizedMatrix*> QuantizedWeights::Matrices() {
+  std::vector<QuantizedMatrix*> out;
+  out.reserve(layers.size() * 4 + 1);
+  for (QuantizedLayer& l : layers) {
+    out.insert(out.end(), {&l.qkv, &l.wo, &l.gate_up, &l.w_down});
+  }
+  out.push_back(&lm_head);
+  return out;
 }
 
 QuantizedWeights LoadQuantizedWeights(const std::string& gguf_path) {

@@ -69,7 +69,16 @@ bool CpuHasAvx512Vnni();
 // each of the 16 rows its dot product over those 4 columns.
 constexpr int64_t kPackRows = 16;
 // Bytes per tile and group; 0 for a type that is not packed.
-int64_t PackedGroupBytes(GgmlType type);
+constexpr int64_t PackedGroupBytes(GgmlType type) {
+  switch (type) {
+    case GgmlType::kQ4_1:
+      return 4 * 64 + 2 * 2 * kPackRows;  // nibbles, d, m
+    case GgmlType::kQ8_0:
+      return 8 * 64 + 2 * kPackRows;  // weights + 128, d
+    default:
+      return 0;
+  }
+}
 // Packs rows [0, 16 * tiles) (row r at rows + r * row_bytes, cols elements, cols % 32 == 0).
 void PackTiles(GgmlType type, const uint8_t* rows, int64_t row_bytes, int64_t tiles, int64_t cols,
                uint8_t* out);

@@ -57,8 +57,8 @@ SIFT_INLINE __m512i X4(const int8_t* p) {
 template <bool kQ8, int N>
 SIFT_INLINE void Tile(const uint8_t* p, int64_t groups, const Int8Activations& a,
                       const int32_t* isq, float* y, int64_t ldy) {
-  constexpr int64_t kWeightBytes = kQ8 ? 512 : 256;
-  constexpr int64_t kGroupBytes = kWeightBytes + (kQ8 ? 32 : 64);
+  constexpr int64_t kWeightBytes = kQ8 ? 512 : 256;  // then the fp16 scales (and Q4_1's mins)
+  constexpr int64_t kGroupBytes = PackedGroupBytes(kQ8 ? GgmlType::kQ8_0 : GgmlType::kQ4_1);
   const __m512i low4 = _mm512_set1_epi8(0x0F);
   __m512 acc[N];
   SIFT_UNROLL for (int j = 0; j < N; ++j) acc[j] = _mm512_setzero_ps();
@@ -105,7 +105,7 @@ template <bool kQ8>
 void Dot(const uint8_t* packed, int64_t tiles, int64_t cols, const Int8Activations& a, int64_t n,
          float* y, int64_t ldy) {
   const int64_t groups = cols / 32;
-  constexpr int64_t kGroupBytes = kQ8 ? 544 : 320;
+  constexpr int64_t kGroupBytes = PackedGroupBytes(kQ8 ? GgmlType::kQ8_0 : GgmlType::kQ4_1);
   // Q8_0: 128 * (sum of each group's int8 activations), per row and group.
   thread_local std::vector<int32_t> isq;
   if constexpr (kQ8) {

@@ -6,17 +6,6 @@
 
 namespace sift::quant {
 
-int64_t PackedGroupBytes(GgmlType type) {
-  switch (type) {
-    case GgmlType::kQ4_1:
-      return 4 * 64 + 2 * 2 * kPackRows;  // nibbles, d, m
-    case GgmlType::kQ8_0:
-      return 8 * 64 + 2 * kPackRows;  // weights + 128, d
-    default:
-      return 0;
-  }
-}
-
 void PackTiles(GgmlType type, const uint8_t* rows, int64_t row_bytes, int64_t tiles, int64_t cols,
                uint8_t* out) {
   const int64_t groups = cols / 32;

@@ -57,6 +57,10 @@ int64_t Grain(int64_t nbytes, int64_t rows) {
 
 }  // namespace
 
+bool PackedInt8Available() {
+  return DefaultCpuIsa() == CpuIsa::kAvx512 && quant::CpuHasAvx512Vnni();
+}
+
 std::string QuantKernelName(const QuantOptions& options) {
   const CpuIsa isa = ResolveIsa(options);
   if (options.int8_activations && Int8TableFor(isa) != nullptr) {
