@@ -248,11 +248,24 @@ TEST(BatchingTest, DefaultActivationsFollowTheCpu) {
     EXPECT_EQ(labels.find("avx512vnni-int8 packed") != std::string::npos, vnni) << labels;
     EXPECT_NE(d.log().find(vnni ? "int8 (auto)" : "fp32 (auto)"), std::string::npos) << d.log();
   }
+  {
+    Daemon d;
+    ASSERT_EQ(d.Start({"--workers", "1", "--activations", "fp32"}), "");
+    const std::string labels = EngineInfo(d);
+    EXPECT_NE(labels.find("activations=\"fp32\""), std::string::npos) << labels;
+    EXPECT_NE(labels.find("-fp32"), std::string::npos) << labels;
+    EXPECT_EQ(labels.find("packed"), std::string::npos) << labels;
+  }
+  // int8 at the AVX2 level (SIFT_CPU_ISA, inherited by the daemon): the blocks' own int8 kernel,
+  // and no packed copy that nothing would read.
+  if (flags.find(" avx2 ") == std::string::npos) return;
+  ::setenv("SIFT_CPU_ISA", "avx2", 1);
   Daemon d;
-  ASSERT_EQ(d.Start({"--workers", "1", "--activations", "fp32"}), "");
+  const std::string started = d.Start({"--workers", "1", "--activations", "int8"});
+  ::unsetenv("SIFT_CPU_ISA");
+  ASSERT_EQ(started, "");
   const std::string labels = EngineInfo(d);
-  EXPECT_NE(labels.find("activations=\"fp32\""), std::string::npos) << labels;
-  EXPECT_NE(labels.find("-fp32"), std::string::npos) << labels;
+  EXPECT_NE(labels.find("avx2-int8"), std::string::npos) << labels;
   EXPECT_EQ(labels.find("packed"), std::string::npos) << labels;
 }
 

@@ -167,8 +167,9 @@ std::shared_ptr<const Model> Model::Load(const std::string& path, const ModelOpt
   if (EndsWith(path, ".gguf") && options.weights == WeightFormat::kNative &&
       options.device.is_cpu()) {
     model->qweights_ = LoadQuantizedWeights(path);
-    if (options.int8_activations) {
-      // The AVX-512 VNNI kernel's packed rows (a plain copy on other CPUs).
+    if (options.int8_activations && PackedInt8Available()) {
+      // The AVX-512 VNNI kernel's packed rows; not where the products would not read them (a
+      // CPU without it, or SIFT_CPU_ISA below avx512).
       for (QuantizedMatrix* m : model->qweights_.Matrices()) *m = m->PackedForInt8();
     }
   }
