@@ -87,6 +87,12 @@ CatalogOptions MakeCatalogOptions(const DaemonOptions& o, const CurveClientKeys&
   return co;
 }
 
+// Whether the model's block products take int8 activations (a dense or non-CPU model has none,
+// whatever --activations said).
+bool Int8Products(const Model& model) {
+  return model.native_weights() && model.options().int8_activations;
+}
+
 }  // namespace
 
 std::shared_ptr<const Model> LoadDaemonModel(const DaemonOptions& o) {
@@ -113,7 +119,7 @@ std::shared_ptr<const Model> LoadDaemonModel(const DaemonOptions& o) {
        {"dtype", DtypeName(mo.dtype)},
        {"weights", model->native_weights() ? "native" : "dense"},
        // What --activations chose (auto: by the CPU; docs/engine.md#int8-activations).
-       {"activations", std::string(mo.int8_activations ? "int8" : "fp32") +
+       {"activations", std::string(Int8Products(*model) ? "int8" : "fp32") +
                            (o.activations == "auto" ? " (auto)" : "")},
        {"kernels", model->KernelSummary()},
        {"device", mo.device.str()},
@@ -239,7 +245,7 @@ bool Daemon::LoadModelAndCatalog() {
     metrics_.Set("sift_engine_info",
                  {{"kernels", model_->KernelSummary()},
                   {"weights", model_->native_weights() ? "native" : "dense"},
-                  {"activations", model_->options().int8_activations ? "int8" : "fp32"},
+                  {"activations", Int8Products(*model_) ? "int8" : "fp32"},
                   {"dtype", DtypeName(model_->options().dtype)},
                   {"device", model_->options().device.str()}},
                  1);
