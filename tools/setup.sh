@@ -259,7 +259,10 @@ test_job() {
   # that is set). Tests time nothing; the benchmarks run with the binaries' own settings.
   export OMP_WAIT_POLICY="${OMP_WAIT_POLICY:-PASSIVE}"
   export OPENBLAS_THREAD_TIMEOUT="${OPENBLAS_THREAD_TIMEOUT:-4}"
-  ctest --test-dir "$BUILD_DIR" --output-on-failure -j 2 --timeout 600
+  # A test that hangs past the timeout runs once more (--repeat after-timeout:2), and the log
+  # keeps the hang: CurveKeysTest.RefusedHandshakesAreLoggedOncePerInterval (8 s normally) hung
+  # once in 2026-11-29's CI after refused CURVE handshakes (libzmq; not yet located).
+  ctest --test-dir "$BUILD_DIR" --output-on-failure -j 2 --timeout 600 --repeat after-timeout:2
 }
 
 # `test` needs smollm2 whatever SIFT_MODELS says (the reference fixtures belong to it).
