@@ -29,6 +29,7 @@
 #include <zmq_addon.hpp>
 
 #include "client.h"
+#include "support/hang_report.h"
 #include "support/siftd_process.h"
 
 namespace {
@@ -463,6 +464,8 @@ TEST(IgnoreEosTest, RefusedUnlessTheOperatorAllowsIt) {
 // Runs siftd with `args`; its exit status and output.
 int RunSiftd(const std::vector<std::string>& args, std::string* output) {
   std::string command = std::string(SIFT_BINARY_DIR) + "/bin/siftd";
+  // Bounded: a siftd that never exits fails the call instead of holding the test.
+  command = "timeout -k 5 120 " + command;
   for (const std::string& a : args) command += " '" + a + "'";
   command += " 2>&1";
   FILE* p = ::popen(command.c_str(), "r");
@@ -538,10 +541,15 @@ TEST_F(CurveKeysTest, APublicKeyIsNotAcceptedAsTheSecretKey) {
 // auth_denied lines; each refusal is counted.
 TEST_F(CurveKeysTest, RefusedHandshakesAreLoggedOncePerInterval) {
   REQUIRE_MODEL();
+  // It hung once in CI until ctest's timeout (8 s normally), with no trace: past 120 s it says
+  // at which step, with a backtrace.
+  sift::testing::HangReport report(std::chrono::seconds(120));
   std::string out;
+  report.Step("siftd --make-curve-keys");
   ASSERT_EQ(RunSiftd({"--make-curve-keys", Path("server")}, &out), 0) << out;
   ASSERT_EQ(RunSiftd({"--make-curve-keys", Path("alice")}, &out), 0) << out;
   std::ofstream(Path("clients")) << FirstKey(Path("alice.pub")) << "\n";
+  report.Step("starting siftd");
   Daemon d;
   ASSERT_EQ(
       d.Start({"--curve-secret-key", Path("server.key"), "--curve-client-keys", Path("clients")}),
@@ -553,6 +561,7 @@ TEST_F(CurveKeysTest, RefusedHandshakesAreLoggedOncePerInterval) {
     // close with linger 0; the process exit takes the rest.
     zmq::context_t& ctx = *new zmq::context_t(1);
     for (int i = 0; i < 100; ++i) {
+      report.Step("refused handshake " + std::to_string(i));
       char pub[41], sec[41];
       ASSERT_EQ(zmq_curve_keypair(pub, sec), 0);
       sift::client::ClientOptions o;
@@ -560,8 +569,13 @@ TEST_F(CurveKeysTest, RefusedHandshakesAreLoggedOncePerInterval) {
       o.server_public_key = FirstKey(Path("server.pub"));
       o.public_key = pub;
       o.secret_key = sec;
+      o.send_timeout_ms = 200;
       SiftClient c(ctx, o);
-      c.Send({{"type", "ping"}});
+      try {
+        c.Send({{"type", "ping"}});
+      } catch (const std::runtime_error&) {
+        // Refused before the ping was queued (the test thread was slow): refused all the same.
+      }
       json h;
       EXPECT_FALSE(c.Recv(&h, 20));
       // Keep the client until its handshake has reached the daemon's ZAP handler: closed
@@ -582,20 +596,107 @@ TEST_F(CurveKeysTest, RefusedHandshakesAreLoggedOncePerInterval) {
   EXPECT_LE(Count(d.log(), "\"auth_denied\""), 2u + static_cast<size_t>(elapsed_s / 10.0));
   EXPECT_GE(Metric(d, "sift_log_suppressed_total", "event=\"auth_denied\""),
             100.0 - static_cast<double>(Count(d.log(), "\"auth_denied\"")));
-  // The authorised client is still served.
-  zmq::context_t ctx(1);
+  {
+    // The authorised client is still served (and closed while siftd still runs).
+    report.Step("authorised client");
+    zmq::context_t ctx(1);
+    sift::client::ClientOptions o;
+    o.endpoint = d.endpoint();
+    o.server_public_key = FirstKey(Path("server.pub"));
+    o.public_key = FirstKey(Path("alice.pub"));
+    o.secret_key = FirstKey(Path("alice.key"));
+    SiftClient c(ctx, o);
+    c.Send({{"type", "ping"}, {"nonce", 1}});
+    json h;
+    ASSERT_TRUE(c.Recv(&h, 30000));
+    EXPECT_EQ(h["type"], "pong");
+    report.Step("closing the authorised client's context");
+  }
+  // And the refused peers do not keep siftd from stopping when asked.
+  report.Step("stopping siftd");
+  EXPECT_EQ(d.Stop(SIGTERM, 30000), 0) << d.log();
+  report.Step("done");
+}
+
+// A client whose CURVE handshake was refused has no connection left and never makes another:
+// ZeroMQ would block its next send forever (libzmq issue 2329; this test's loop above once hung
+// there in CI). SiftClient::Send fails after send_timeout_ms instead, naming the likely cause.
+TEST_F(CurveKeysTest, ARefusedClientsSendFailsInsteadOfBlocking) {
+  REQUIRE_MODEL();
+  sift::testing::HangReport report(std::chrono::seconds(120));
+  std::string out;
+  ASSERT_EQ(RunSiftd({"--make-curve-keys", Path("server")}, &out), 0) << out;
+  ASSERT_EQ(RunSiftd({"--make-curve-keys", Path("alice")}, &out), 0) << out;
+  std::ofstream(Path("clients")) << FirstKey(Path("alice.pub")) << "\n";
+  Daemon d;
+  ASSERT_EQ(
+      d.Start({"--curve-secret-key", Path("server.key"), "--curve-client-keys", Path("clients")}),
+      "");
+  zmq::context_t& ctx = *new zmq::context_t(1);  // never terminated: see the test above
+  char pub[41], sec[41];
+  ASSERT_EQ(zmq_curve_keypair(pub, sec), 0);
   sift::client::ClientOptions o;
   o.endpoint = d.endpoint();
   o.server_public_key = FirstKey(Path("server.pub"));
-  o.public_key = FirstKey(Path("alice.pub"));
-  o.secret_key = FirstKey(Path("alice.key"));
+  o.public_key = pub;
+  o.secret_key = sec;
+  o.send_timeout_ms = 300;
   SiftClient c(ctx, o);
-  c.Send({{"type", "ping"}, {"nonce", 1}});
-  json h;
-  ASSERT_TRUE(c.Recv(&h, 30000));
-  EXPECT_EQ(h["type"], "pong");
-  // And the refused peers do not keep siftd from stopping when asked.
-  EXPECT_EQ(d.Stop(SIGTERM, 30000), 0) << d.log();
+  c.Send({{"type", "ping"}});  // queued: the handshake has not been refused yet
+  const auto refused = Clock::now() + std::chrono::seconds(30);
+  while (Metric(d, "sift_auth_denied_total") < 1 && Clock::now() < refused) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  ASSERT_GE(Metric(d, "sift_auth_denied_total"), 1) << d.log();
+  // The client drops its connection a moment after siftd refused it; from then on every send
+  // fails after the timeout.
+  std::string error;
+  report.Step("sending after the refusal");
+  for (int i = 0; i < 100 && error.empty(); ++i) {
+    const auto t0 = Clock::now();
+    try {
+      c.Send({{"type", "ping"}, {"nonce", i}});
+      std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    } catch (const std::runtime_error& e) {
+      error = e.what();
+      EXPECT_GE(Clock::now() - t0, std::chrono::milliseconds(250));
+    }
+  }
+  EXPECT_NE(error.find("CURVE"), std::string::npos) << error;
+  EXPECT_NE(error.find(d.endpoint()), std::string::npos) << error;
+
+  // The Python client (tools/python/sift_client.py) likewise raises SiftTimeout.
+  report.Step("the Python client");
+  if (!fs::exists("/usr/bin/python3") ||
+      std::system("/usr/bin/python3 -c 'import zmq' > /dev/null 2>&1") != 0) {
+    GTEST_SKIP() << "no /usr/bin/python3 with pyzmq";
+  }
+  ASSERT_EQ(zmq_curve_keypair(pub, sec), 0);
+  const std::string script = Path("refused.py");
+  std::ofstream(script) << "import sys, time\n"
+                        << "sys.path.insert(0, '" << SIFT_SOURCE_DIR << "/tools/python')\n"
+                        << "from sift_client import SiftClient, SiftTimeout\n"
+                        << "c = SiftClient('" << d.endpoint() << "', server_public_key='"
+                        << FirstKey(Path("server.pub")) << "', secret_key='" << sec
+                        << "', send_timeout_s=0.3)\n"
+                        << "end = time.time() + 30\n"
+                        << "while time.time() < end:\n"
+                        << "    try:\n"
+                        << "        c.send({'type': 'ping'})\n"
+                        << "        time.sleep(0.02)\n"
+                        << "    except SiftTimeout as e:\n"
+                        << "        print('refused:', e)\n"
+                        << "        sys.exit(0)\n"
+                        << "print('never refused')\n"
+                        << "sys.exit(1)\n";
+  const std::string command = "timeout -k 5 60 /usr/bin/python3 " + script + " 2>&1";
+  FILE* p = ::popen(command.c_str(), "r");
+  std::string py;
+  char buf[4096];
+  for (size_t n; (n = std::fread(buf, 1, sizeof(buf), p)) > 0;) py.append(buf, n);
+  EXPECT_EQ(::pclose(p), 0) << py;
+  EXPECT_NE(py.find("refused: cannot send to " + d.endpoint()), std::string::npos) << py;
+  EXPECT_NE(py.find("CURVE"), std::string::npos) << py;
 }
 
 }  // namespace

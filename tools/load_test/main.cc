@@ -114,7 +114,12 @@ void RunClient(zmq::context_t& ctx, const Args& a, int index, int count, Results
           "c" + std::to_string(index) + "-r" + std::to_string(i) + "-a" + std::to_string(attempt);
       req["id"] = id;
       const auto sent = Clock::now();
-      client.Send(req);
+      try {
+        client.Send(req);
+      } catch (const std::exception& e) {  // refused by the server: this client stops
+        r->Problem(id + ": " + e.what());
+        return;
+      }
       int terminals = 0;
       json terminal;
       int64_t last_seq = -1;
@@ -183,7 +188,12 @@ std::vector<double> PingLoop(zmq::context_t& ctx, const Args& a, int count,
   std::vector<double> rtt;
   for (int i = 0; (count < 0 || i < count) && !(stop && stop->load()); ++i) {
     const auto t0 = Clock::now();
-    client.Send({{"type", "ping"}, {"nonce", i}});
+    try {
+      client.Send({{"type", "ping"}, {"nonce", i}});
+    } catch (const std::exception& e) {
+      std::fprintf(stderr, "sift-load-test: ping: %s\n", e.what());
+      break;
+    }
     json h;
     if (!client.Recv(&h, 5000)) break;
     rtt.push_back(Ms(t0, Clock::now()));

@@ -38,18 +38,25 @@ class SiftError(Exception):
 
 
 class SiftTimeout(Exception):
-    """No message from the daemon within the timeout."""
+    """No message from the daemon within the timeout, or none could be sent (send_timeout_s)."""
 
 
 class SiftClient:
     def __init__(self, endpoint="tcp://127.0.0.1:7700", timeout_s=30.0,
-                 server_public_key=None, secret_key=None, context=None):
+                 server_public_key=None, secret_key=None, context=None, send_timeout_s=5.0):
         """endpoint: the daemon's client port. timeout_s: longest silence accepted while
         waiting (the daemon heartbeats every second while a request is busy).
-        CURVE: pass the server's public key and this client's secret key (Z85 str/bytes)."""
+        CURVE: pass the server's public key and this client's secret key (Z85 str/bytes).
+        send_timeout_s: how long a message may wait for a connection. While the daemon is
+        unreachable messages queue and send() returns at once; a refused CURVE handshake leaves
+        the socket no connection at all, and send() then raises SiftTimeout after this long
+        instead of blocking forever."""
         self._ctx = context or zmq.Context.instance()
         self._sock = self._ctx.socket(zmq.DEALER)
         self._sock.setsockopt(zmq.LINGER, 0)
+        self._sock.setsockopt(zmq.SNDTIMEO, int(send_timeout_s * 1000))
+        self._endpoint = endpoint
+        self._send_timeout_s = send_timeout_s
         self._sock.setsockopt(zmq.SNDHWM, 10000)
         self._sock.setsockopt(zmq.RCVHWM, 10000)
         if server_public_key or secret_key:
@@ -77,7 +84,12 @@ class SiftClient:
     def send(self, header, blobs=()):
         """Sends one message: [SIFT/1][JSON header][binary frames...]."""
         frames = [MAGIC, json.dumps(header).encode("utf-8")] + [bytes(b) for b in blobs]
-        self._sock.send_multipart(frames)
+        try:
+            self._sock.send_multipart(frames)
+        except zmq.Again:
+            raise SiftTimeout("cannot send to %s: no connection took the message in %.1f s "
+                              "(did the server refuse this client's CURVE keys?)"
+                              % (self._endpoint, self._send_timeout_s)) from None
 
     def recv(self, timeout_s=None):
         """The next reply header (any request's), or SiftTimeout."""

@@ -2,6 +2,7 @@
 
 #include <fstream>
 #include <stdexcept>
+#include <string>
 #include <zmq_addon.hpp>
 
 namespace sift::client {
@@ -11,8 +12,11 @@ constexpr char kMagic[] = "SIFT/1";
 }  // namespace
 
 SiftClient::SiftClient(zmq::context_t& context, const ClientOptions& options)
-    : socket_(context, zmq::socket_type::dealer) {
+    : socket_(context, zmq::socket_type::dealer),
+      endpoint_(options.endpoint),
+      send_timeout_ms_(options.send_timeout_ms) {
   socket_.set(zmq::sockopt::linger, options.linger_ms);
+  socket_.set(zmq::sockopt::sndtimeo, options.send_timeout_ms);
   socket_.set(zmq::sockopt::sndhwm, options.hwm);
   socket_.set(zmq::sockopt::rcvhwm, options.hwm);
   if (!options.server_public_key.empty()) {
@@ -32,7 +36,11 @@ void SiftClient::Send(const nlohmann::json& header, const std::vector<std::strin
 void SiftClient::SendRaw(const std::vector<std::string>& frames) {
   std::vector<zmq::const_buffer> buffers;
   for (const std::string& f : frames) buffers.push_back(zmq::buffer(f));
-  zmq::send_multipart(socket_, buffers);
+  if (!zmq::send_multipart(socket_, buffers)) {
+    throw std::runtime_error(
+        "cannot send to " + endpoint_ + ": no connection took the message in " +
+        std::to_string(send_timeout_ms_) + " ms (did the server refuse this client's CURVE keys?)");
+  }
 }
 
 bool SiftClient::Recv(nlohmann::json* header, int timeout_ms) {

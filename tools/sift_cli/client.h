@@ -6,8 +6,11 @@
 //
 // THREADING: one client per thread (ZeroMQ sockets are not thread-safe); the context may be
 //            shared.
-// ERRORS:    the constructor throws zmq::error_t on a bad endpoint; Recv returns false on
-//            timeout and a header with type "client_error" for a reply that is not SIFT/1.
+// ERRORS:    the constructor throws zmq::error_t on a bad endpoint; Send throws
+//            std::runtime_error when no connection takes the message within send_timeout_ms
+//            (the server refused this client's CURVE handshake: the socket then has no
+//            connection and never makes another); Recv returns false on timeout and a header
+//            with type "client_error" for a reply that is not SIFT/1.
 #ifndef SIFT_TOOLS_SIFT_CLI_CLIENT_H_
 #define SIFT_TOOLS_SIFT_CLI_CLIENT_H_
 
@@ -26,6 +29,10 @@ struct ClientOptions {
   std::string secret_key;
   int hwm = 10000;
   int linger_ms = 0;
+  // A message waits for a connection this long at most. While the server is unreachable the
+  // socket queues (up to hwm) and Send returns at once; only a refused handshake leaves
+  // nothing to queue on, where a send would otherwise block forever.
+  int send_timeout_ms = 5000;
 };
 
 class SiftClient {
@@ -41,6 +48,8 @@ class SiftClient {
 
  private:
   zmq::socket_t socket_;
+  std::string endpoint_;
+  int send_timeout_ms_;
 };
 
 // Reads a CURVE key: the argument itself if it is a 40-character Z85 key, else the first
