@@ -190,6 +190,7 @@ std::string Validate(DaemonOptions& o) {
     return "--decode-interval-ms must be in [0, 60000]";
   }
   if (o.io_nice < 0 || o.io_nice > 19) return "--io-nice must be in [0, 19]";
+  // sift::IsActivationsMode's values (sift/model.h; this library does not link the runtime).
   if (o.activations != "auto" && o.activations != "int8" && o.activations != "fp32") {
     return "--activations must be auto, int8 or fp32";
   }

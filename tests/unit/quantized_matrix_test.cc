@@ -641,11 +641,18 @@ TEST(QuantizedMatrixEnvTest, DefaultLevelFollowsTheEnvironment) {
   }
   EXPECT_EQ(DefaultCpuIsa(), ParseCpuIsa(env));
   EXPECT_EQ(QuantKernelName(), std::string(env) + "-fp32");
-  // A capped level has no packed kernel, so --activations auto gives fp32 there.
+  // A capped level has no packed kernel, so --activations auto gives fp32 there, and packing
+  // makes nothing that no product would read.
   if (DefaultCpuIsa() != CpuIsa::kAvx512) {
     EXPECT_FALSE(PackedInt8Available());
     ModelOptions native;
     EXPECT_FALSE(Int8ActivationsFor("auto", native));
+    std::mt19937 rng(3);
+    const std::vector<uint8_t> bytes = RandomRows(GgmlType::kQ4_1, 32, 64, rng);
+    EXPECT_EQ(QuantizedMatrix::FromBytes(GgmlType::kQ4_1, 32, 64, bytes.data())
+                  .PackedForInt8()
+                  .packed_nbytes(),
+              0);
   }
 }
 
@@ -663,6 +670,8 @@ TEST(QuantizedMatrixTest, ActivationsModeFollowsThePackedKernel) {
   cuda.device = at::Device(at::kCUDA, 0);
   EXPECT_FALSE(Int8ActivationsFor("auto", cuda));
   EXPECT_THROW(Int8ActivationsFor("int4", native), Error);
+  for (const char* mode : {"auto", "int8", "fp32"}) EXPECT_TRUE(IsActivationsMode(mode)) << mode;
+  for (const char* mode : {"int4", "", "INT8"}) EXPECT_FALSE(IsActivationsMode(mode)) << mode;
 }
 
 TEST(QuantizedMatrixTest, SiftCpuIsaCapsTheDefaultLevel) {

@@ -366,8 +366,9 @@ int main(int argc, char** argv) {
   if (s.model_path.empty()) return cl.Error("no MODEL given");
   if (s.kernels != "auto" && s.kernels != "torch")
     return cl.Error("--kernels must be auto or torch");
-  if (s.activations != "auto" && s.activations != "int8" && s.activations != "fp32")
+  if (!sift::IsActivationsMode(s.activations)) {
     return cl.Error("--activations must be auto, int8 or fp32");
+  }
   return sift::cli::Run("sift-engine-bench", 2, [&] {
     s.lengths = sift::cli::IntList(lengths, "--lengths");
     s.contexts = sift::cli::IntList(contexts, "--decode-contexts");

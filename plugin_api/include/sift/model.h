@@ -76,6 +76,9 @@ struct ModelOptions {
 // (native weights on the CPU, PackedInt8Available()), false elsewhere. Throws sift::Error on
 // another value.
 bool Int8ActivationsFor(const std::string& mode, const ModelOptions& options);
+// True for the values Int8ActivationsFor takes ("auto", "int8", "fp32"): how a CLI checks its
+// --activations before loading anything.
+bool IsActivationsMode(const std::string& mode);
 
 // RoPE angles of a set of positions, computed once and shared by every layer of a forward.
 struct RopeTables {

@@ -92,7 +92,8 @@ class QuantizedMatrix {
   // rows interleaved per 32-column group, about as many bytes again as those rows. Products with
   // QuantOptions::int8_activations at the avx512 level read the packed rows (any rows outside
   // whole groups of 16 read the blocks); everything else reads the blocks as before. A plain copy
-  // on CPUs without AVX-512 VNNI. PermuteRows and ConcatRows drop the packing.
+  // where PackedInt8Available() is false (no AVX-512 VNNI, or SIFT_CPU_ISA below avx512).
+  // PermuteRows and ConcatRows drop the packing.
   QuantizedMatrix PackedForInt8() const;
   // Bytes of the packed rows (0 when none).
   int64_t packed_nbytes() const { return packed_.defined() ? packed_.numel() : 0; }

@@ -86,10 +86,14 @@ const char* WeightFormatName(WeightFormat format) {
   return format == WeightFormat::kNative ? "native" : "dense";
 }
 
+bool IsActivationsMode(const std::string& mode) {
+  return mode == "auto" || mode == "int8" || mode == "fp32";
+}
+
 bool Int8ActivationsFor(const std::string& mode, const ModelOptions& options) {
-  if (mode == "int8") return true;
-  if (mode == "fp32") return false;
-  SIFT_CHECK(mode == "auto", "unknown activations '", mode, "' (expected auto, int8 or fp32)");
+  SIFT_CHECK(IsActivationsMode(mode), "unknown activations '", mode,
+             "' (expected auto, int8 or fp32)");
+  if (mode != "auto") return mode == "int8";
   return options.weights == WeightFormat::kNative && options.device.is_cpu() &&
          PackedInt8Available();
 }
@@ -167,9 +171,9 @@ std::shared_ptr<const Model> Model::Load(const std::string& path, const ModelOpt
   if (EndsWith(path, ".gguf") && options.weights == WeightFormat::kNative &&
       options.device.is_cpu()) {
     model->qweights_ = LoadQuantizedWeights(path);
-    if (options.int8_activations && PackedInt8Available()) {
-      // The AVX-512 VNNI kernel's packed rows; not where the products would not read them (a
-      // CPU without it, or SIFT_CPU_ISA below avx512).
+    if (options.int8_activations) {
+      // The AVX-512 VNNI kernel's packed rows, where the products read them (PackedForInt8 packs
+      // nothing on a CPU without it or under SIFT_CPU_ISA below avx512).
       for (QuantizedMatrix* m : model->qweights_.Matrices()) *m = m->PackedForInt8();
     }
   }

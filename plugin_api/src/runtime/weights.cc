@@ -14,6 +14,7 @@
 #include <filesystem>
 #include <sstream>
 #include <unordered_set>
+#include <utility>
 
 #include "sift/error.h"
 #include "sift/ggml_types.h"
@@ -280,12 +281,10 @@ std::vector<const QuantizedMatrix*> QuantizedWeights::Matrices() const {
 }
 
 std::vector<QuantizedMatrix*> QuantizedWeights::Matrices() {
-  std::vector<QuantizedMatrix*> out;
-  out.reserve(layers.size() * 4 + 1);
-  for (QuantizedLayer& l : layers) {
-    out.insert(out.end(), {&l.qkv, &l.wo, &l.gate_up, &l.w_down});
+  std::vector<QuantizedMatrix*> out;  // the const list, on this non-const object
+  for (const QuantizedMatrix* m : std::as_const(*this).Matrices()) {
+    out.push_back(const_cast<QuantizedMatrix*>(m));
   }
-  out.push_back(&lm_head);
   return out;
 }
 

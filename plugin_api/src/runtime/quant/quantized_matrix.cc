@@ -190,9 +190,7 @@ QuantizedMatrix QuantizedMatrix::PackedForInt8() const {
   QuantizedMatrix m = *this;
   m.packed_ = at::Tensor();
   for (Segment& s : m.segments_) s.packed_offset = -1, s.packed_tiles = 0;
-  if (DetectedCpuIsa() != CpuIsa::kAvx512 || !quant::CpuHasAvx512Vnni() || cols_ % 32 != 0) {
-    return m;
-  }
+  if (!PackedInt8Available() || cols_ % 32 != 0) return m;
   int64_t total = 0;
   for (Segment& s : m.segments_) {
     const int64_t group_bytes = quant::PackedGroupBytes(s.type);
