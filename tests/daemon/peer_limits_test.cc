@@ -461,10 +461,10 @@ TEST(IgnoreEosTest, RefusedUnlessTheOperatorAllowsIt) {
 
 // ---- CURVE (rows 6 and 7) ----
 
-// Runs siftd with `args`; its exit status and output.
-int RunSiftd(const std::vector<std::string>& args, std::string* output) {
-  std::string command = std::string(SIFT_BINARY_DIR) + "/bin/siftd";
-  // Bounded: a siftd that never exits fails the call instead of holding the test.
+// Runs build/bin/`tool` with `args`; its exit status and output.
+int RunTool(const std::string& tool, const std::vector<std::string>& args, std::string* output) {
+  std::string command = std::string(SIFT_BINARY_DIR) + "/bin/" + tool;
+  // Bounded: a tool that never exits fails the call instead of holding the test.
   command = "timeout -k 5 120 " + command;
   for (const std::string& a : args) command += " '" + a + "'";
   command += " 2>&1";
@@ -474,6 +474,10 @@ int RunSiftd(const std::vector<std::string>& args, std::string* output) {
   for (size_t n; (n = std::fread(buf, 1, sizeof(buf), p)) > 0;) output->append(buf, n);
   const int status = ::pclose(p);
   return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+}
+
+int RunSiftd(const std::vector<std::string>& args, std::string* output) {
+  return RunTool("siftd", args, output);
 }
 
 std::string FirstKey(const std::string& file) {
@@ -618,6 +622,47 @@ TEST_F(CurveKeysTest, RefusedHandshakesAreLoggedOncePerInterval) {
   report.Step("done");
 }
 
+// The sift CLI says why a handshake failed instead of asking whether siftd runs: a key the
+// server does not know, no CURVE against a CURVE server, the wrong server key. Exit status 3.
+TEST_F(CurveKeysTest, TheCliSaysWhyTheHandshakeFailed) {
+  REQUIRE_MODEL();
+  std::string out;
+  for (const char* name : {"server", "alice", "bob"}) {
+    ASSERT_EQ(RunSiftd({"--make-curve-keys", Path(name)}, &out), 0) << out;
+  }
+  std::ofstream(Path("clients")) << FirstKey(Path("alice.pub")) << "\n";
+  Daemon d;
+  ASSERT_EQ(
+      d.Start({"--curve-secret-key", Path("server.key"), "--curve-client-keys", Path("clients")}),
+      "");
+  const std::vector<std::string> ping = {"-e", d.endpoint(), "ping"};
+  auto with = [&](std::vector<std::string> keys) {
+    keys.insert(keys.end(), ping.begin(), ping.end());
+    return keys;
+  };
+  EXPECT_EQ(RunTool("sift",
+                    with({"--curve-server-key", Path("server.pub"), "--curve-secret-key",
+                          Path("alice.key")}),
+                    &out),
+            0)
+      << out;
+  EXPECT_EQ(RunTool("sift",
+                    with({"--curve-server-key", Path("server.pub"), "--curve-secret-key",
+                          Path("bob.key")}),
+                    &out),
+            3);
+  EXPECT_NE(out.find("the server refused this client's key"), std::string::npos) << out;
+  EXPECT_EQ(RunTool("sift", ping, &out), 3);
+  EXPECT_NE(out.find("use different security"), std::string::npos) << out;
+  EXPECT_EQ(RunTool("sift",
+                    with({"--curve-server-key", Path("bob.pub"), "--curve-secret-key",
+                          Path("alice.key")}),
+                    &out),
+            3);
+  EXPECT_NE(out.find("closed the connection during the handshake"), std::string::npos) << out;
+  EXPECT_EQ(out.find("is siftd running"), std::string::npos) << out;
+}
+
 // A client whose CURVE handshake was refused has no connection left and never makes another:
 // ZeroMQ would block its next send forever (libzmq issue 2329; this test's loop above once hung
 // there in CI). SiftClient::Send fails after send_timeout_ms instead, naming the likely cause.
@@ -679,6 +724,11 @@ TEST_F(CurveKeysTest, ARefusedClientsSendFailsInsteadOfBlocking) {
                         << "c = SiftClient('" << d.endpoint() << "', server_public_key='"
                         << FirstKey(Path("server.pub")) << "', secret_key='" << sec
                         << "', send_timeout_s=0.3)\n"
+                        << "t0 = time.time()\n"
+                        << "try:\n"
+                        << "    c.ping()\n"
+                        << "except SiftTimeout as e:\n"
+                        << "    print('ping: %.1f s:' % (time.time() - t0), e)\n"
                         << "end = time.time() + 30\n"
                         << "while time.time() < end:\n"
                         << "    try:\n"
@@ -697,6 +747,7 @@ TEST_F(CurveKeysTest, ARefusedClientsSendFailsInsteadOfBlocking) {
   EXPECT_EQ(::pclose(p), 0) << py;
   EXPECT_NE(py.find("refused: cannot send to " + d.endpoint()), std::string::npos) << py;
   EXPECT_NE(py.find("CURVE"), std::string::npos) << py;
+  EXPECT_NE(py.find("the server refused this client's key"), std::string::npos) << py;
 }
 
 }  // namespace

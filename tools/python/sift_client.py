@@ -20,6 +20,7 @@ import os
 import time
 
 import zmq
+from zmq.utils.monitor import recv_monitor_message
 
 MAGIC = b"SIFT/1"
 
@@ -57,6 +58,12 @@ class SiftClient:
         self._sock.setsockopt(zmq.SNDTIMEO, int(send_timeout_s * 1000))
         self._endpoint = endpoint
         self._send_timeout_s = send_timeout_s
+        # Handshake failures, watched from before the connection: connection_problem().
+        self._monitor = self._sock.get_monitor_socket(
+            zmq.EVENT_HANDSHAKE_FAILED_NO_DETAIL | zmq.EVENT_HANDSHAKE_FAILED_PROTOCOL
+            | zmq.EVENT_HANDSHAKE_FAILED_AUTH)
+        self._problem = ""
+        self._failed = False
         self._sock.setsockopt(zmq.SNDHWM, 10000)
         self._sock.setsockopt(zmq.RCVHWM, 10000)
         if server_public_key or secret_key:
@@ -73,6 +80,8 @@ class SiftClient:
     # -- plumbing -----------------------------------------------------------------------------
 
     def close(self):
+        self._sock.disable_monitor()
+        self._monitor.close(0)
         self._sock.close(0)
 
     def __enter__(self):
@@ -87,21 +96,64 @@ class SiftClient:
         try:
             self._sock.send_multipart(frames)
         except zmq.Again:
-            raise SiftTimeout("cannot send to %s: no connection took the message in %.1f s "
-                              "(did the server refuse this client's CURVE keys?)"
-                              % (self._endpoint, self._send_timeout_s)) from None
+            why = self.connection_problem() or (
+                "no connection took the message in %.1f s (did the server refuse this client's "
+                "CURVE keys?)" % self._send_timeout_s)
+            raise SiftTimeout("cannot send to %s: %s" % (self._endpoint, why)) from None
 
     def recv(self, timeout_s=None):
         """The next reply header (any request's), or SiftTimeout."""
         if self._pending:
             return self._pending.pop(0)
         timeout = self.timeout_s if timeout_s is None else timeout_s
-        if not self._sock.poll(int(timeout * 1000)):
-            raise SiftTimeout("no message from siftd in %.1f s" % timeout)
+        poller = zmq.Poller()
+        poller.register(self._sock, zmq.POLLIN)
+        poller.register(self._monitor, zmq.POLLIN)
+        end = time.monotonic() + timeout
+        while True:
+            ready = dict(poller.poll(max(0, int((end - time.monotonic()) * 1000))))
+            if self._sock in ready:
+                break
+            if self._monitor in ready:
+                self.connection_problem()
+            if self._failed:
+                raise SiftTimeout("no message can come from siftd at %s: %s"
+                                  % (self._endpoint, self._problem))
+            if time.monotonic() >= end:
+                why = self.connection_problem()
+                raise SiftTimeout("no message from siftd at %s in %.1f s%s"
+                                  % (self._endpoint, timeout, ": " + why if why else ""))
         frames = self._sock.recv_multipart()
         if len(frames) < 2 or frames[0] != MAGIC:
             raise ValueError("reply is not SIFT/1: %r" % frames[:1])
         return json.loads(frames[1].decode("utf-8"))
+
+    def connection_problem(self):
+        """Why the handshake with siftd failed, in words ("" while it has not): a refused key,
+        security on one side only, a connection closed during the handshake (a wrong server
+        key?). A refused key or a mismatch ends the connection for good: recv() then raises at
+        once."""
+        while self._monitor.poll(0):
+            event = recv_monitor_message(self._monitor)
+            kind, value = event["event"], event["value"]
+            if kind == zmq.EVENT_HANDSHAKE_FAILED_AUTH:
+                why = ("the server refused this client's key (CURVE authentication failed, "
+                       "status %d)" % value)
+            elif kind == zmq.EVENT_HANDSHAKE_FAILED_PROTOCOL:
+                why = {zmq.PROTOCOL_ERROR_ZMTP_MECHANISM_MISMATCH:
+                       "the server and this client use different security (CURVE on one side "
+                       "only?)",
+                       zmq.PROTOCOL_ERROR_ZMTP_CRYPTOGRAPHIC:
+                       "the CURVE handshake failed (a wrong server public key?)"}.get(
+                           value, "the handshake failed (ZeroMQ protocol error 0x%x)" % value)
+            else:
+                why = ("the server closed the connection during the handshake (a wrong server "
+                       "public key, or security settings that differ?)")
+            final = kind != zmq.EVENT_HANDSHAKE_FAILED_NO_DETAIL
+            if not self._problem or (final and not self._failed):
+                self._problem = why
+            self._failed = self._failed or final
+        return self._problem
 
     def _wait_for(self, predicate, timeout_s=None):
         """Reads until predicate(header); other replies are kept for later recv() calls."""

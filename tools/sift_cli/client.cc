@@ -1,5 +1,11 @@
 #include "client.h"
 
+#include <algorithm>
+#include <atomic>
+#include <chrono>
+#include <cstdint>
+#include <cstdio>
+#include <cstring>
 #include <fstream>
 #include <stdexcept>
 #include <string>
@@ -9,12 +15,30 @@ namespace sift::client {
 
 namespace {
 constexpr char kMagic[] = "SIFT/1";
+constexpr int kFailureEvents = ZMQ_EVENT_HANDSHAKE_FAILED_NO_DETAIL |
+                               ZMQ_EVENT_HANDSHAKE_FAILED_PROTOCOL |
+                               ZMQ_EVENT_HANDSHAKE_FAILED_AUTH;
+
+std::string Hex(uint32_t value) {
+  char buf[16];
+  std::snprintf(buf, sizeof(buf), "0x%x", value);
+  return buf;
+}
 }  // namespace
 
 SiftClient::SiftClient(zmq::context_t& context, const ClientOptions& options)
     : socket_(context, zmq::socket_type::dealer),
+      monitor_(context, zmq::socket_type::pair),
       endpoint_(options.endpoint),
       send_timeout_ms_(options.send_timeout_ms) {
+  // Before connecting, so that no handshake goes unobserved.
+  static std::atomic<uint64_t> next_monitor{0};
+  const std::string monitor = "inproc://sift-client-monitor-" + std::to_string(next_monitor++);
+  if (zmq_socket_monitor(socket_.handle(), monitor.c_str(), kFailureEvents) != 0) {
+    throw zmq::error_t();
+  }
+  monitor_.set(zmq::sockopt::linger, 0);
+  monitor_.connect(monitor);
   socket_.set(zmq::sockopt::linger, options.linger_ms);
   socket_.set(zmq::sockopt::sndtimeo, options.send_timeout_ms);
   socket_.set(zmq::sockopt::sndhwm, options.hwm);
@@ -27,6 +51,8 @@ SiftClient::SiftClient(zmq::context_t& context, const ClientOptions& options)
   socket_.connect(options.endpoint);
 }
 
+SiftClient::~SiftClient() { zmq_socket_monitor(socket_.handle(), nullptr, 0); }
+
 void SiftClient::Send(const nlohmann::json& header, const std::vector<std::string>& blobs) {
   std::vector<std::string> frames = {kMagic, header.dump()};
   frames.insert(frames.end(), blobs.begin(), blobs.end());
@@ -37,15 +63,29 @@ void SiftClient::SendRaw(const std::vector<std::string>& frames) {
   std::vector<zmq::const_buffer> buffers;
   for (const std::string& f : frames) buffers.push_back(zmq::buffer(f));
   if (!zmq::send_multipart(socket_, buffers)) {
-    throw std::runtime_error(
-        "cannot send to " + endpoint_ + ": no connection took the message in " +
-        std::to_string(send_timeout_ms_) + " ms (did the server refuse this client's CURVE keys?)");
+    const std::string why = ConnectionProblem();
+    throw std::runtime_error("cannot send to " + endpoint_ + ": " +
+                             (why.empty() ? "no connection took the message in " +
+                                                std::to_string(send_timeout_ms_) +
+                                                " ms (did the server refuse this client's CURVE "
+                                                "keys?)"
+                                          : why));
   }
 }
 
 bool SiftClient::Recv(nlohmann::json* header, int timeout_ms) {
-  zmq::pollitem_t item = {socket_.handle(), 0, ZMQ_POLLIN, 0};
-  if (zmq::poll(&item, 1, std::chrono::milliseconds(timeout_ms)) == 0) return false;
+  using Clock = std::chrono::steady_clock;
+  const auto end = Clock::now() + std::chrono::milliseconds(timeout_ms);
+  for (;;) {
+    zmq::pollitem_t items[] = {{socket_.handle(), 0, ZMQ_POLLIN, 0},
+                               {monitor_.handle(), 0, ZMQ_POLLIN, 0}};
+    const auto left =
+        std::chrono::duration_cast<std::chrono::milliseconds>(end - Clock::now()).count();
+    zmq::poll(items, 2, std::chrono::milliseconds(std::max<int64_t>(left, 0)));
+    if (items[1].revents & ZMQ_POLLIN) ReadMonitor();
+    if (items[0].revents & ZMQ_POLLIN) break;
+    if (failed_ || Clock::now() >= end) return false;
+  }
   std::vector<zmq::message_t> frames;
   if (!zmq::recv_multipart(socket_, std::back_inserter(frames), zmq::recv_flags::dontwait)) {
     return false;
@@ -59,6 +99,48 @@ bool SiftClient::Recv(nlohmann::json* header, int timeout_ms) {
     *header = {{"type", "client_error"}, {"message", "reply header is not a JSON object"}};
   }
   return true;
+}
+
+std::string SiftClient::ConnectionProblem() {
+  ReadMonitor();
+  return problem_;
+}
+
+bool SiftClient::ConnectionFailed() {
+  ReadMonitor();
+  return failed_;
+}
+
+void SiftClient::ReadMonitor() {
+  for (;;) {
+    // Each event: [uint16 event, uint32 value] then the endpoint.
+    zmq::message_t event, address;
+    if (!monitor_.recv(event, zmq::recv_flags::dontwait)) return;
+    if (event.more()) (void)monitor_.recv(address, zmq::recv_flags::dontwait);
+    if (event.size() < 6) continue;
+    uint16_t id = 0;
+    uint32_t value = 0;
+    std::memcpy(&id, event.data(), sizeof(id));
+    std::memcpy(&value, static_cast<const char*>(event.data()) + 2, sizeof(value));
+    std::string why;
+    if (id == ZMQ_EVENT_HANDSHAKE_FAILED_AUTH) {
+      why = "the server refused this client's key (CURVE authentication failed, status " +
+            std::to_string(value) + ")";
+    } else if (id == ZMQ_EVENT_HANDSHAKE_FAILED_PROTOCOL) {
+      why = value == ZMQ_PROTOCOL_ERROR_ZMTP_MECHANISM_MISMATCH
+                ? "the server and this client use different security (CURVE on one side only?)"
+            : value == ZMQ_PROTOCOL_ERROR_ZMTP_CRYPTOGRAPHIC
+                ? "the CURVE handshake failed (a wrong server public key?)"
+                : "the handshake failed (ZeroMQ protocol error " + Hex(value) + ")";
+    } else {
+      why =
+          "the server closed the connection during the handshake (a wrong server public key, "
+          "or security settings that differ?)";
+    }
+    const bool final = id != ZMQ_EVENT_HANDSHAKE_FAILED_NO_DETAIL;  // the others end the session
+    if (problem_.empty() || (final && !failed_)) problem_ = why;
+    failed_ = failed_ || final;
+  }
 }
 
 std::string ReadKey(const std::string& file_or_key) {

@@ -9,8 +9,11 @@
 // ERRORS:    the constructor throws zmq::error_t on a bad endpoint; Send throws
 //            std::runtime_error when no connection takes the message within send_timeout_ms
 //            (the server refused this client's CURVE handshake: the socket then has no
-//            connection and never makes another); Recv returns false on timeout and a header
-//            with type "client_error" for a reply that is not SIFT/1.
+//            connection and never makes another); Recv returns false on timeout or, at once,
+//            when the server refused the handshake (ConnectionFailed), and a header with type
+//            "client_error" for a reply that is not SIFT/1. ConnectionProblem() says why no
+//            reply came where the socket knows (a refused key, another security mechanism, a
+//            connection closed during the handshake).
 #ifndef SIFT_TOOLS_SIFT_CLI_CLIENT_H_
 #define SIFT_TOOLS_SIFT_CLI_CLIENT_H_
 
@@ -38,18 +41,34 @@ struct ClientOptions {
 class SiftClient {
  public:
   SiftClient(zmq::context_t& context, const ClientOptions& options);
+  ~SiftClient();
+  SiftClient(const SiftClient&) = delete;
+  SiftClient& operator=(const SiftClient&) = delete;
 
   void Send(const nlohmann::json& header, const std::vector<std::string>& blobs = {});
   // Sends raw frames as given (tests of malformed input).
   void SendRaw(const std::vector<std::string>& frames);
   bool Recv(nlohmann::json* header, int timeout_ms);
 
+  // Why the handshake with the server failed, in words for a user ("" when it has not failed
+  // so far); the first failure is kept.
+  std::string ConnectionProblem();
+  // True once the server refused the handshake for good (a refused key, another security
+  // mechanism): no reply can come. A connection closed during the handshake is retried and
+  // only reported by ConnectionProblem().
+  bool ConnectionFailed();
+
   zmq::socket_t& socket() { return socket_; }
 
  private:
+  void ReadMonitor();  // takes the monitor's events without waiting
+
   zmq::socket_t socket_;
+  zmq::socket_t monitor_;  // PAIR: socket_'s handshake failures (zmq_socket_monitor)
   std::string endpoint_;
   int send_timeout_ms_;
+  std::string problem_;  // the first handshake failure, in words
+  bool failed_ = false;  // the server refused the handshake for good
 };
 
 // Reads a CURVE key: the argument itself if it is a 40-character Z85 key, else the first

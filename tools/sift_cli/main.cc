@@ -9,7 +9,8 @@
 // generate streams the answer to stdout as it is produced and prints a one-line summary
 // (tokens kept, TTFT, e2e) to stderr; --json prints the final message instead. Ctrl-C sends a
 // cancel and waits briefly for the daemon's answer. Exit status: 0 ok, 1 error reply, 2 usage,
-// 3 no answer from the daemon, 130 interrupted.
+// 3 no answer from the daemon (unreachable, or it refused the handshake: the message says which
+// where ZeroMQ reports it), 130 interrupted.
 #include <unistd.h>
 
 #include <algorithm>
@@ -77,6 +78,18 @@ sift::client::ClientOptions ClientOptionsFrom(const Common& c) {
     o.public_key = sift::client::PublicKeyOf(o.secret_key);
   }
   return o;
+}
+
+// No reply came: says why where the client knows (a refused handshake), else that siftd may not
+// be running. Returns the exit status (3).
+int NoAnswer(const Common& common, sift::client::SiftClient& client) {
+  const std::string why = client.ConnectionProblem();
+  if (why.empty()) {
+    std::fprintf(stderr, "sift: no answer from %s (is siftd running?)\n", common.endpoint.c_str());
+  } else {
+    std::fprintf(stderr, "sift: no answer from %s: %s\n", common.endpoint.c_str(), why.c_str());
+  }
+  return 3;
 }
 
 // Parses "value" as JSON when it is JSON (numbers, true, [..]); otherwise as a string.
@@ -265,10 +278,8 @@ int RunGenerate(const Common& common, const json& h, bool as_json) {
       }
       const double idle = std::chrono::duration<double, std::milli>(Clock::now() - last).count();
       if (cancel_sent && idle > 2000) return 130;
-      if (idle > (got_any ? kIdleTimeoutMs : kFirstReplyTimeoutMs)) {
-        std::fprintf(stderr, "sift: no answer from %s (is siftd running?)\n",
-                     common.endpoint.c_str());
-        return 3;
+      if (client.ConnectionFailed() || idle > (got_any ? kIdleTimeoutMs : kFirstReplyTimeoutMs)) {
+        return NoAnswer(common, client);
       }
       continue;
     }
@@ -328,10 +339,7 @@ int List(Common& common, const std::vector<std::string>& args) {
   sift::client::SiftClient client(ctx, ClientOptionsFrom(common));
   client.Send({{"type", "list"}});
   json r;
-  if (!client.Recv(&r, kFirstReplyTimeoutMs)) {
-    std::fprintf(stderr, "sift: no answer from %s (is siftd running?)\n", common.endpoint.c_str());
-    return 3;
-  }
+  if (!client.Recv(&r, kFirstReplyTimeoutMs)) return NoAnswer(common, client);
   if (as_json || r.value("type", "") != "listing") {
     std::printf("%s\n", r.dump(2).c_str());
     return r.value("type", "") == "listing" ? 0 : 1;
@@ -377,11 +385,7 @@ int Ping(Common& common, const std::vector<std::string>& args) {
     const auto start = Clock::now();
     client.Send({{"type", "ping"}, {"nonce", i}});
     json r;
-    if (!client.Recv(&r, kFirstReplyTimeoutMs)) {
-      std::fprintf(stderr, "sift: no answer from %s (is siftd running?)\n",
-                   common.endpoint.c_str());
-      return 3;
-    }
+    if (!client.Recv(&r, kFirstReplyTimeoutMs)) return NoAnswer(common, client);
     const double ms = std::chrono::duration<double, std::milli>(Clock::now() - start).count();
     if (i == 0) std::printf("%s\n", r.dump().c_str());
     std::printf("pong %d: %.3f ms\n", i, ms);
@@ -401,8 +405,8 @@ int main(int argc, char** argv) {
   cl.Command("list", "the daemon's model, pipelines and plugins (--json)");
   cl.Command("ping", "round trips to the daemon (--count N)");
   cl.Epilog(
-      "exit status: 0 ok, 1 error reply, 2 usage, 3 no answer from the daemon, 130 "
-      "interrupted");
+      "exit status: 0 ok, 1 error reply, 2 usage, 3 no answer from the daemon (unreachable, "
+      "or it refused the handshake), 130 interrupted");
   po::variables_map vm;
   std::string command;
   std::vector<std::string> rest;
