@@ -327,6 +327,51 @@ TEST_F(SiftdTest, CommandLineClient) {
   EXPECT_NE(out.find("NOT_FOUND/unknown_pipeline"), std::string::npos) << out;
 }
 
+// Ctrl-C on `sift generate` sends a cancel, prints the daemon's CANCELLED answer and exits 130
+// (the interrupted wait once ended it with "Interrupted system call", exit 2, no cancel sent).
+TEST_F(SiftdTest, CtrlCOnTheCommandLineClientCancelsTheRequest) {
+  const std::string out_file = ::testing::TempDir() + "/sift-ctrl-c.out";
+  const std::string err_file = ::testing::TempDir() + "/sift-ctrl-c.err";
+  const std::string sift = std::string(SIFT_BINARY_DIR) + "/bin/sift";
+  const std::string endpoint = daemon_->endpoint();
+  fs::remove(out_file);  // an earlier run's output would be taken for this one's
+  fs::remove(err_file);
+  const pid_t pid = ::fork();
+  if (pid == 0) {
+    ::dup2(::open(out_file.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644), 1);
+    ::dup2(::open(err_file.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644), 2);
+    // A greedy answer of about 200 tokens (this prompt does not end early).
+    ::execl(sift.c_str(), sift.c_str(), "-e", endpoint.c_str(), "generate", "--message",
+            "user:Write a very long story about a dragon and a knight, with many chapters.",
+            "--max-tokens", "200", static_cast<char*>(nullptr));
+    ::_exit(127);
+  }
+  ASSERT_GT(pid, 0);
+  // Interrupt once the answer streams.
+  const auto streaming = std::chrono::steady_clock::now() + std::chrono::seconds(60);
+  while (std::chrono::steady_clock::now() < streaming &&
+         (!fs::exists(out_file) || fs::file_size(out_file) == 0)) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  }
+  ::kill(pid, SIGINT);
+  int status = -1;
+  const auto end = std::chrono::steady_clock::now() + std::chrono::seconds(30);
+  while (::waitpid(pid, &status, WNOHANG) == 0 && std::chrono::steady_clock::now() < end) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+  if (::waitpid(pid, &status, WNOHANG) == 0) {
+    ::kill(pid, SIGKILL);
+    ::waitpid(pid, &status, 0);
+  }
+  const std::string err = ReadAll(err_file);
+  ASSERT_TRUE(WIFEXITED(status)) << "wait status " << status << "\n" << err;
+  EXPECT_EQ(WEXITSTATUS(status), 130) << err;
+  EXPECT_NE(err.find("CANCELLED/client_cancel"), std::string::npos) << err;
+  EXPECT_EQ(err.find("partial_text"), std::string::npos) << err;  // it is on stdout already
+  EXPECT_GT(fs::file_size(out_file), 0u);
+  EXPECT_NE(daemon_->log().find("\"reason\":\"client_cancel\""), std::string::npos);
+}
+
 TEST_F(SiftdTest, PythonClientExample) {
   if (!fs::exists("/usr/bin/python3")) GTEST_SKIP() << "no /usr/bin/python3";
   int status = 0;

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <atomic>
+#include <cerrno>
 #include <chrono>
 #include <cstdint>
 #include <cstdio>
@@ -81,7 +82,12 @@ bool SiftClient::Recv(nlohmann::json* header, int timeout_ms) {
                                {monitor_.handle(), 0, ZMQ_POLLIN, 0}};
     const auto left =
         std::chrono::duration_cast<std::chrono::milliseconds>(end - Clock::now()).count();
-    zmq::poll(items, 2, std::chrono::milliseconds(std::max<int64_t>(left, 0)));
+    try {
+      zmq::poll(items, 2, std::chrono::milliseconds(std::max<int64_t>(left, 0)));
+    } catch (const zmq::error_t& e) {
+      if (e.num() == EINTR) return false;  // a signal: the caller looks at why (Ctrl-C)
+      throw;
+    }
     if (items[1].revents & ZMQ_POLLIN) ReadMonitor();
     if (items[0].revents & ZMQ_POLLIN) break;
     if (failed_ || Clock::now() >= end) return false;

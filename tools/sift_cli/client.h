@@ -9,8 +9,9 @@
 // ERRORS:    the constructor throws zmq::error_t on a bad endpoint; Send throws
 //            std::runtime_error when no connection takes the message within send_timeout_ms
 //            (the server refused this client's CURVE handshake: the socket then has no
-//            connection and never makes another); Recv returns false on timeout or, at once,
-//            when the server refused the handshake (ConnectionFailed), and a header with type
+//            connection and never makes another); Recv returns false on timeout, when a signal
+//            interrupts the wait (EINTR: the caller checks its flag) or, at once, when the
+//            server refused the handshake (ConnectionFailed), and a header with type
 //            "client_error" for a reply that is not SIFT/1. ConnectionProblem() says why no
 //            reply came where the socket knows (a refused key, another security mechanism, a
 //            connection closed during the handshake).

@@ -304,6 +304,10 @@ int RunGenerate(const Common& common, const json& h, bool as_json) {
       if (r.value("duplicate", false)) continue;
       if (printed_text) std::fputs("\n", stdout);
       if (as_json) std::printf("%s\n", r.dump(2).c_str());
+      // The partial answer was streamed to stdout already: not again on stderr.
+      if (printed_text && r.contains("details") && r["details"].is_object()) {
+        r["details"].erase("partial_text");
+      }
       PrintError(r);
       return cancel_sent ? 130 : 1;
     }
