@@ -381,6 +381,7 @@ TEST_F(SiftdTest, PythonClientExample) {
                  &status);
   EXPECT_EQ(status, 0) << out;
   EXPECT_NE(out.find("final: finish="), std::string::npos) << out;
+  EXPECT_NE(out.find("stream closed -> CANCELLED client_cancel"), std::string::npos) << out;
   EXPECT_NE(out.find("still serving: True"), std::string::npos) << out;
 }
 

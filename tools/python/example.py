@@ -5,7 +5,8 @@
 
 Pings the daemon, lists what it serves, streams one answer about a short context, shows the
 per-request stats, then shows three errors the daemon reports clearly (unknown pipeline,
-malformed JSON, a cancelled request). Exits non-zero if anything is not as documented.
+malformed JSON, a cancelled request) and that closing a stream early cancels its request. Exits
+non-zero if anything is not as documented.
 """
 
 import argparse
@@ -78,6 +79,23 @@ def main():
         except SiftError as e:
             print("cancel ->", e)
             assert e.code == "CANCELLED"
+
+        # 3. Stop reading a stream: closing it cancels the request on the daemon.
+        rid = c.start_generate(args.pipeline, messages=[{
+            "role": "user",
+            "content": "Write a very long story about a dragon and a knight, with many chapters."}],
+            max_tokens=200)
+        stream = c.events(rid)
+        for event in stream:
+            if event["type"] == "chunk":
+                break
+        stream.close()
+        while True:
+            end = c.recv()
+            if end.get("id") == rid and end.get("type") in ("error", "final"):
+                break
+        print("stream closed ->", end.get("code", end["type"]), end.get("reason", ""))
+        assert end.get("reason") == "client_cancel", end
 
         print("still serving:", c.ping()["ready"])
     return 0

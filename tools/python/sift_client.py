@@ -199,25 +199,39 @@ class SiftClient:
 
     def events(self, request_id):
         """Yields the replies of one request up to and including its terminal message; an
-        `error` raises SiftError (after being yielded nowhere)."""
-        while True:
-            h = self._wait_for(lambda h: h.get("id") == request_id)
-            kind = h.get("type")
-            if kind == "error":
-                if h.get("duplicate"):
-                    continue  # answers a message that reused this id; not this request's end
-                raise SiftError(h)
-            yield h
-            if kind == "final":
-                self.last_final = h
-                return
+        `error` raises SiftError (after being yielded nowhere). Left before the end (a break
+        followed by close(), an exception such as KeyboardInterrupt or SiftTimeout), it cancels
+        the request, so that the daemon stops working for nobody; the CANCELLED answer then
+        arrives as an ordinary reply (recv())."""
+        ended = False
+        try:
+            while True:
+                h = self._wait_for(lambda h: h.get("id") == request_id)
+                kind = h.get("type")
+                if kind == "error":
+                    if h.get("duplicate"):
+                        continue  # answers a message that reused this id; not this request's end
+                    ended = True
+                    raise SiftError(h)
+                if kind == "final":
+                    ended = True
+                    self.last_final = h
+                yield h
+                if ended:
+                    return
+        finally:
+            if not ended:
+                try:
+                    self.cancel(request_id)
+                except (zmq.ZMQError, SiftTimeout):
+                    pass  # no connection left to cancel on
 
     def generate(self, pipeline, **fields):
         """Sends a generate and yields accepted / chunk / heartbeat / final messages.
         Fields are the protocol's: context+question, messages, prompt or tokens; sampling,
         max_tokens, stop, params, stream, deadline_ms, question_tokens..."""
         rid = self.start_generate(pipeline, **fields)
-        return self.events(rid)
+        return self.events(rid)  # stopped early and closed: the request is cancelled (events())
 
     def complete(self, pipeline, **fields):
         """Runs a generate to the end and returns its final message (raises SiftError)."""
