@@ -461,19 +461,22 @@ TEST(IgnoreEosTest, RefusedUnlessTheOperatorAllowsIt) {
 
 // ---- CURVE (rows 6 and 7) ----
 
-// Runs build/bin/`tool` with `args`; its exit status and output.
-int RunTool(const std::string& tool, const std::vector<std::string>& args, std::string* output) {
-  std::string command = std::string(SIFT_BINARY_DIR) + "/bin/" + tool;
-  // Bounded: a tool that never exits fails the call instead of holding the test.
-  command = "timeout -k 5 120 " + command;
-  for (const std::string& a : args) command += " '" + a + "'";
-  command += " 2>&1";
-  FILE* p = ::popen(command.c_str(), "r");
+// Runs a shell command (stderr with stdout); its exit status (-1: it did not exit) and output.
+int RunShell(const std::string& command, std::string* output) {
+  FILE* p = ::popen((command + " 2>&1").c_str(), "r");
   char buf[4096];
   output->clear();
   for (size_t n; (n = std::fread(buf, 1, sizeof(buf), p)) > 0;) output->append(buf, n);
   const int status = ::pclose(p);
   return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+}
+
+// Runs build/bin/`tool` with `args`, bounded: a tool that never exits fails the call instead of
+// holding the test.
+int RunTool(const std::string& tool, const std::vector<std::string>& args, std::string* output) {
+  std::string command = "timeout -k 5 120 " + std::string(SIFT_BINARY_DIR) + "/bin/" + tool;
+  for (const std::string& a : args) command += " '" + a + "'";
+  return RunShell(command, output);
 }
 
 int RunSiftd(const std::vector<std::string>& args, std::string* output) {
@@ -635,30 +638,21 @@ TEST_F(CurveKeysTest, TheCliSaysWhyTheHandshakeFailed) {
   ASSERT_EQ(
       d.Start({"--curve-secret-key", Path("server.key"), "--curve-client-keys", Path("clients")}),
       "");
-  const std::vector<std::string> ping = {"-e", d.endpoint(), "ping"};
-  auto with = [&](std::vector<std::string> keys) {
-    keys.insert(keys.end(), ping.begin(), ping.end());
-    return keys;
+  // `sift ping` with this server key and client secret key ("" "": no CURVE); its exit status.
+  auto ping = [&](const std::string& server, const std::string& secret) {
+    std::vector<std::string> args;
+    if (!server.empty()) {
+      args = {"--curve-server-key", Path(server), "--curve-secret-key", Path(secret)};
+    }
+    args.insert(args.end(), {"-e", d.endpoint(), "ping"});
+    return RunTool("sift", args, &out);
   };
-  EXPECT_EQ(RunTool("sift",
-                    with({"--curve-server-key", Path("server.pub"), "--curve-secret-key",
-                          Path("alice.key")}),
-                    &out),
-            0)
-      << out;
-  EXPECT_EQ(RunTool("sift",
-                    with({"--curve-server-key", Path("server.pub"), "--curve-secret-key",
-                          Path("bob.key")}),
-                    &out),
-            3);
+  EXPECT_EQ(ping("server.pub", "alice.key"), 0) << out;
+  EXPECT_EQ(ping("server.pub", "bob.key"), 3);
   EXPECT_NE(out.find("the server refused this client's key"), std::string::npos) << out;
-  EXPECT_EQ(RunTool("sift", ping, &out), 3);
+  EXPECT_EQ(ping("", ""), 3);
   EXPECT_NE(out.find("use different security"), std::string::npos) << out;
-  EXPECT_EQ(RunTool("sift",
-                    with({"--curve-server-key", Path("bob.pub"), "--curve-secret-key",
-                          Path("alice.key")}),
-                    &out),
-            3);
+  EXPECT_EQ(ping("bob.pub", "alice.key"), 3);
   EXPECT_NE(out.find("closed the connection during the handshake"), std::string::npos) << out;
   EXPECT_EQ(out.find("is siftd running"), std::string::npos) << out;
 }
@@ -739,12 +733,8 @@ TEST_F(CurveKeysTest, ARefusedClientsSendFailsInsteadOfBlocking) {
                         << "        sys.exit(0)\n"
                         << "print('never refused')\n"
                         << "sys.exit(1)\n";
-  const std::string command = "timeout -k 5 60 /usr/bin/python3 " + script + " 2>&1";
-  FILE* p = ::popen(command.c_str(), "r");
   std::string py;
-  char buf[4096];
-  for (size_t n; (n = std::fread(buf, 1, sizeof(buf), p)) > 0;) py.append(buf, n);
-  EXPECT_EQ(::pclose(p), 0) << py;
+  EXPECT_EQ(RunShell("timeout -k 5 60 /usr/bin/python3 " + script, &py), 0) << py;
   EXPECT_NE(py.find("refused: cannot send to " + d.endpoint()), std::string::npos) << py;
   EXPECT_NE(py.find("CURVE"), std::string::npos) << py;
   EXPECT_NE(py.find("the server refused this client's key"), std::string::npos) << py;

@@ -64,6 +64,9 @@ class SiftClient:
             | zmq.EVENT_HANDSHAKE_FAILED_AUTH)
         self._problem = ""
         self._failed = False
+        self._poller = zmq.Poller()  # a reply or a handshake event, whichever comes first
+        self._poller.register(self._sock, zmq.POLLIN)
+        self._poller.register(self._monitor, zmq.POLLIN)
         self._sock.setsockopt(zmq.SNDHWM, 10000)
         self._sock.setsockopt(zmq.RCVHWM, 10000)
         if server_public_key or secret_key:
@@ -106,12 +109,9 @@ class SiftClient:
         if self._pending:
             return self._pending.pop(0)
         timeout = self.timeout_s if timeout_s is None else timeout_s
-        poller = zmq.Poller()
-        poller.register(self._sock, zmq.POLLIN)
-        poller.register(self._monitor, zmq.POLLIN)
         end = time.monotonic() + timeout
         while True:
-            ready = dict(poller.poll(max(0, int((end - time.monotonic()) * 1000))))
+            ready = dict(self._poller.poll(max(0, int((end - time.monotonic()) * 1000))))
             if self._sock in ready:
                 break
             if self._monitor in ready:
