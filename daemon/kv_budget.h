@@ -2,11 +2,13 @@
 // cache may reach; a request whose reservation does not fit waits, first come first served, until
 // enough is released; one that could never fit (more than the whole budget) is refused at once.
 //
-// What a request reserves (daemon/request_runner.cc): first the peak of its pipeline, the whole
-// prompt's KV plus max_tokens more (every prefill stage holds at most the whole prompt, before a
-// select stage compresses it); then, when it joins the decode batch, what it will hold from there
-// on: the cache its pipeline left plus max_tokens more per layer. The difference goes back to the
-// budget, so compressed requests make room for others.
+// What a request reserves (daemon/request_runner.cc, once its stages have planned): first the
+// peak of its pipeline, the whole prompt's KV plus max_tokens more (every prefill stage holds at
+// most the whole prompt, before a select stage compresses it), or less where the prefill hands
+// each layer to the select stage as it completes (RequestPlan::kv_peak_entries); then, when it
+// joins the decode batch, what it will hold from there on: the cache its pipeline left plus
+// max_tokens more per layer. The difference goes back to the budget, so compressed requests make
+// room for others.
 //
 // Cached prompts (sift/prefix_cache.h) are charged here too, without waiting (TryReserveCached),
 // and give way to requests: a request that does not fit asks the reclaimer (set_reclaimer) to

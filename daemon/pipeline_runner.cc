@@ -1,5 +1,6 @@
 #include "daemon/pipeline_runner.h"
 
+#include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <functional>
@@ -163,6 +164,8 @@ Status RunPipeline(const std::string& pipeline, const std::vector<ResolvedStage>
     p.update(stage_overrides);
     params.push_back(std::move(p));
   }
+  state.plan.prompt_tokens = static_cast<int64_t>(state.tokens.size());
+  state.plan.question_begin = state.question_begin;
   std::string lineage = pipeline;  // what the stages up to i are: plugins, builds, parameters
   for (size_t i = 0; i < stages.size(); ++i) {
     lineage += "\n" + PrefixScope(stages[i]) + " " + params[i].dump();
@@ -177,6 +180,16 @@ Status RunPipeline(const std::string& pipeline, const std::vector<ResolvedStage>
           ContextStateScope(stages[i], local, lineage, state.plan.context_state);
     }
   }
+  // A stage on a worker gets a copy of the state: a prefill there cannot call the local select
+  // stage, nor a select there be called by the local prefill.
+  const bool all_local = std::all_of(stages.begin(), stages.end(), [](const ResolvedStage& s) {
+    return s.config.endpoint.empty();
+  });
+  if (!all_local) {
+    state.plan.select_layer = nullptr;
+    state.plan.kv_peak_entries = 0;
+  }
+  if (local.after_plan) SIFT_RETURN_IF_ERROR(local.after_plan(state));
   bool decode_reached = false;
   for (size_t i = 0; i < stages.size(); ++i) {
     const ResolvedStage& stage = stages[i];

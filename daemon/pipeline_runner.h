@@ -1,7 +1,8 @@
 // Pipeline runner: one request through a validated pipeline's stages.
 //
 // Order of work: build every stage instance from its parameters plus the request's overrides
-// (any bad override fails the request before anything runs), let each stage Plan() in order,
+// (any bad override fails the request before anything runs), let each stage Plan() in order
+// (RequestPlan::prompt_tokens and question_begin set first), call LocalExecution::after_plan,
 // then hop stage by stage. Each hop is a ZeroMQ message (hop_protocol.h):
 //   - in process: to the LocalStageHost, carrying a handle to the state (no copy);
 //   - endpoint = "tcp://...": to a `siftd --worker` (over CURVE with a worker key), carrying
@@ -45,6 +46,10 @@ struct LocalExecution {
   BatchDecoder* decoder = nullptr;
   int64_t slice_tokens = 0;
   PrefixCache* prefix_cache = nullptr;  // offered to in-process stages (StageContext::prefix_cache)
+  // Called once, on the request's thread, after every stage planned and before any runs, with
+  // the planned state (what its pipeline will hold at most: RequestPlan::kv_peak_entries); a
+  // status that is not OK ends the request with it. For admission by KV memory.
+  std::function<Status(const RequestState&)> after_plan;
   // Called once, on the request's thread, with the state the first decode stage is about to
   // receive (after every prefill, filter, select and reuse stage, local or remote); not called
   // when the run fails or is cancelled before. For `return_kept` (kept_report.h).

@@ -89,6 +89,17 @@ int64_t PeakKvBytes(const Model& model, int64_t prompt_tokens, int64_t max_token
          KvCache::EntryBytes(model.CacheShape());
 }
 
+int64_t AdmissionKvBytes(const Model& model, const RequestState& planned) {
+  const int64_t max_tokens = planned.generation.max_tokens;
+  if (planned.plan.kv_peak_entries <= 0) {
+    return PeakKvBytes(model, static_cast<int64_t>(planned.tokens.size()), max_tokens);
+  }
+  // Every layer's decode headroom, plus one more layer's while a layer's selection copies the
+  // entries it keeps (KvCache::Select allocates them with headroom before the prompt's go).
+  const int64_t headroom = (model.config().num_layers + 1) * max_tokens;
+  return (planned.plan.kv_peak_entries + headroom) * KvCache::EntryBytes(model.CacheShape());
+}
+
 CatalogBackend::CatalogBackend(std::shared_ptr<const Model> model, Catalog& catalog,
                                BuildOptions options, Batching batching)
     : model_(std::move(model)), catalog_(catalog), options_(options), batching_(batching) {}
@@ -154,36 +165,39 @@ void CatalogBackend::Execute(const std::shared_ptr<LiveRequest>& request, ReplyS
     sink.SendTerminal(request, Terminal::Error(g.id, status, details));
     return;
   }
+  // Admission by KV memory, once the stages have planned what the request will hold.
   KvReservation reservation;
-  if (batching_.budget != nullptr) {
-    const int64_t peak = PeakKvBytes(*model_, state.prompt_length, state.generation.max_tokens);
-    switch (batching_.budget->Reserve(peak, [&] { return request->Cancelled(); })) {
-      case KvBudget::Outcome::kReserved:
-        reservation = KvReservation(batching_.budget, peak);
-        break;
-      case KvBudget::Outcome::kNeverFits:
-        sink.SendTerminal(
-            request,
-            Terminal::Error(
-                g.id,
-                Status(StatusCode::kResourceExhausted, "kv_budget",
-                       "the request needs " + std::to_string(peak >> 20) + " MiB of KV cache (" +
-                           std::to_string(state.prompt_length) + " prompt tokens + max_tokens " +
-                           std::to_string(state.generation.max_tokens) +
-                           "), more than the whole KV budget of " +
-                           std::to_string(batching_.budget->capacity() >> 20) +
-                           " MiB (--kv-budget)"),
-                {{"kv_bytes", peak}, {"kv_budget", batching_.budget->capacity()}}));
-        return;
-      case KvBudget::Outcome::kCancelled:
-        sink.SendTerminal(request,
-                          Terminal::Error(g.id, request->CancelStatus(), {{"stage", "queued"}}));
-        return;
-    }
-  }
-  started = Clock::now();  // the queue time includes the wait for KV budget
-  std::optional<ReservingDecoder> decoder;
+  json refusal;                   // kv_budget details when the request can never fit
+  bool cancelled_queued = false;  // cancelled while waiting for the budget
   LocalExecution local;
+  if (batching_.budget != nullptr) {
+    local.after_plan = [&](const RequestState& planned) {
+      const int64_t peak = AdmissionKvBytes(*model_, planned);
+      switch (batching_.budget->Reserve(peak, [&] { return request->Cancelled(); })) {
+        case KvBudget::Outcome::kReserved:
+          reservation = KvReservation(batching_.budget, peak);
+          started = Clock::now();  // the queue time includes the wait for KV budget
+          return Status::Ok();
+        case KvBudget::Outcome::kNeverFits:
+          refusal = {{"kv_bytes", peak}, {"kv_budget", batching_.budget->capacity()}};
+          return Status(
+              StatusCode::kResourceExhausted, "kv_budget",
+              "the request needs " + std::to_string(peak >> 20) + " MiB of KV cache (" +
+                  std::to_string(planned.prompt_length) + " prompt tokens + max_tokens " +
+                  std::to_string(planned.generation.max_tokens) +
+                  (planned.plan.kv_peak_entries > 0 ? ", compressed layer by layer" : "") +
+                  "), more than the whole KV budget of " +
+                  std::to_string(batching_.budget->capacity() >> 20) + " MiB (--kv-budget)");
+        case KvBudget::Outcome::kCancelled:
+          break;
+      }
+      cancelled_queued = true;
+      return request->CancelStatus();
+    };
+  } else {
+    started = Clock::now();
+  }
+  std::optional<ReservingDecoder> decoder;
   local.direct = true;
   local.prefix_cache = batching_.prefix_cache;
   if (batching_.engine != nullptr) {
@@ -205,6 +219,15 @@ void CatalogBackend::Execute(const std::shared_ptr<LiveRequest>& request, ReplyS
                     "out of memory while running the pipeline");
   } catch (const std::exception& e) {
     status = Status(StatusCode::kInternal, "internal", e.what());
+  }
+  if (cancelled_queued) {
+    sink.SendTerminal(request,
+                      Terminal::Error(g.id, request->CancelStatus(), {{"stage", "queued"}}));
+    return;
+  }
+  if (!refusal.is_null()) {
+    sink.SendTerminal(request, Terminal::Error(g.id, status, refusal));
+    return;
   }
   const bool cancelled =
       request->Cancelled() && (!status.ok() || state.result.finish == FinishReason::kCancelled);

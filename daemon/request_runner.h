@@ -47,8 +47,12 @@ struct Batching {
   PrefixCache* prefix_cache = nullptr;  // null: no prefix cache (--prefix-cache off)
 };
 
-// KV bytes a request reserves at admission: the whole prompt plus max_tokens, every layer.
+// KV bytes of the whole prompt plus max_tokens, every layer.
 int64_t PeakKvBytes(const Model& model, int64_t prompt_tokens, int64_t max_tokens);
+// KV bytes a planned request reserves at admission: PeakKvBytes, or, when its prefill hands each
+// layer to its select stage (RequestPlan::kv_peak_entries), that peak plus max_tokens of decode
+// headroom in every layer.
+int64_t AdmissionKvBytes(const Model& model, const RequestState& planned);
 
 class CatalogBackend final : public Backend {
  public:

@@ -29,6 +29,12 @@ void LayerwiseStage::PlanLayers(int64_t num_layers, RequestPlan& plan) const {
   }
   // The select's context state would lack the followers' selection: nothing is cached.
   if (!plan.reuse_leader.empty()) plan.context_state.clear();
+  // Followers take their leader's indices after the select stage: the prefill cannot hand the
+  // select stage its layers one by one (RequestPlan::select_layer).
+  if (!plan.reuse_leader.empty()) {
+    plan.select_layer = nullptr;
+    plan.kv_peak_entries = 0;
+  }
 }
 
 Status LayerwiseStage::Run(const Model& model, RequestState& state, StageContext& context) {

@@ -6,7 +6,8 @@
 //   Plan  (runs after the select stage's Plan) removes every follower from plan.stats, so the
 //         prefill computes no statistics for it, and records plan.reuse_leader[f] = leader. The
 //         select stage then skips followers. With followers it clears plan.context_state (a
-//         context-only select's cached compressed context would lack their selection).
+//         context-only select's cached compressed context would lack their selection), and
+//         plan.select_layer (followers cannot be selected inside the prefill).
 //   Run   for every follower: KvCache::Select with the leader's kept indices (prompt indices;
 //         the follower's cache still holds the whole prompt), kept_indices copied, and the
 //         follower's keys moved to the leader's positions when the leader was re-rotated. Then

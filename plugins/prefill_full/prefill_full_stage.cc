@@ -64,12 +64,79 @@ void Merge(AttentionStats& acc, AttentionStats&& part) {
 PrefillFullStage::PrefillFullStage(const StageParams& params, const Model& model)
     : chunk_size_(params.GetInt("chunk_size", 0, 0, INT64_MAX, RequestCap{64, INT64_MAX, true})),
       block_size_(params.GetInt("block_size", 256, 1, 65536, RequestCap{64, 65536})),
-      prefix_cache_(params.GetBool("prefix_cache", true)) {}
+      prefix_cache_(params.GetBool("prefix_cache", true)),
+      select_by_layer_(params.GetBool("select_by_layer", false)) {}
+
+Status PrefillFullStage::Plan(const Model& model, RequestPlan& plan) const {
+  plan.prefill_offers_layers = select_by_layer_;
+  return Status::Ok();
+}
+
+int64_t PrefillFullStage::ChunkRows(int64_t rows, StageContext& context) const {
+  // The pipeline's chunk_size, else the host's slice (chunks attend to the cache the earlier ones
+  // filled, so the result is the same), else the whole prompt at once.
+  const int64_t size = chunk_size_ > 0 ? chunk_size_ : context.slice_tokens();
+  return size > 0 ? std::min(size, rows) : rows;
+}
+
+Status PrefillFullStage::RunByLayer(const Model& model, RequestState& state,
+                                    StageContext& context) {
+  const int64_t n = static_cast<int64_t>(state.tokens.size());
+  const int64_t layers = model.config().num_layers;
+  // The request takes the (empty) cache at once: the select stage edits it layer by layer.
+  auto fresh = std::make_unique<KvCache>(model.NewCache());
+  fresh->set_headroom(state.generation.max_tokens);
+  state.AdoptPrefill(std::move(fresh), at::Tensor(), {});
+  KvCache& cache = *state.cache;
+
+  // Every chunk's rows, positions and RoPE tables, carried from layer to layer: each (layer,
+  // chunk) step gets exactly the inputs the chunk-major order gives it.
+  const int64_t chunk = ChunkRows(n, context);
+  const int64_t chunks = (n + chunk - 1) / chunk;
+  const int64_t total_steps = layers * chunks;
+  const at::Tensor ids = at::tensor(std::vector<int64_t>(state.tokens.begin(), state.tokens.end()),
+                                    at::kLong);  // host: token ids (as Model::Forward)
+  std::vector<at::Tensor> x, positions;
+  std::vector<RopeTables> rope;
+  for (int64_t c0 = 0; c0 < n; c0 += chunk) {
+    const int64_t c1 = std::min(n, c0 + chunk);
+    positions.push_back(at::arange(c0, c1, at::kLong));  // host: positions
+    x.push_back(model.Embed(ids.slice(0, c0, c1)));
+    rope.push_back(model.Rope(positions.back()));
+  }
+  AttentionOptions attention;
+  attention.block_size = block_size_;
+  for (int64_t l = 0; l < layers; ++l) {
+    cache.Reserve(l, n);
+    const auto asked = state.plan.stats.find(l);
+    AttentionStats merged;
+    for (int64_t c = 0; c < chunks; ++c) {
+      if (context.Cancelled()) return context.CancelStatus();
+      if (l > 0 || c > 0) context.Yield();  // other requests' decode steps may run here
+      context.Progress("prefill", l * chunks + c, total_steps);
+      const int64_t c0 = c * chunk, c1 = std::min(n, c0 + chunk);
+      const AttentionStatsRequest request = asked == state.plan.stats.end()
+                                                ? AttentionStatsRequest{}
+                                                : RequestForChunk(asked->second, c0, c1, n);
+      AttentionStats stats;
+      x[c] = model.Layer(l, x[c], positions[c], rope[c], &cache, attention, request,
+                         request.any() ? &stats : nullptr);
+      if (request.any()) Merge(merged, std::move(stats));
+    }
+    if (asked != state.plan.stats.end()) state.layer_stats[l] = std::move(merged);
+    SIFT_RETURN_IF_ERROR(state.plan.select_layer(l, state));
+  }
+  context.Progress("prefill", total_steps, total_steps);
+  const at::Tensor& last = x.back();
+  state.last_logits = model.Logits(last.slice(0, last.size(0) - 1, last.size(0))).squeeze(0);
+  return Status::Ok();
+}
 
 Status PrefillFullStage::Run(const Model& model, RequestState& state, StageContext& context) {
   const ModelConfig& config = model.config();
   const int64_t n = static_cast<int64_t>(state.tokens.size());
   SIFT_RETURN_IF_ERROR(CheckPrompt(model, state.tokens));
+  if (state.plan.select_layer) return RunByLayer(model, state, context);
 
   const int64_t layers = config.num_layers;
   const int64_t max_tokens = state.generation.max_tokens;
@@ -104,10 +171,7 @@ Status PrefillFullStage::Run(const Model& model, RequestState& state, StageConte
   const int64_t reused = start.reused;
   cache->set_headroom(max_tokens);
   for (int64_t l = 0; l < layers; ++l) cache->Reserve(l, n - reused);
-  // The pipeline's chunk_size, else the host's slice (chunks attend to the cache the earlier ones
-  // filled, so the result is the same), else the whole prompt at once.
-  const int64_t size = chunk_size_ > 0 ? chunk_size_ : context.slice_tokens();
-  const int64_t chunk = size > 0 ? std::min(size, n - reused) : n - reused;
+  const int64_t chunk = ChunkRows(n - reused, context);
   const int64_t chunks = (n - reused + chunk - 1) / chunk;
   const int64_t total_steps = layers * chunks;
 

@@ -16,6 +16,17 @@
 //                                       prefix_cache()): start from the KV of the longest cached
 //                                       prefix of the prompt and prefill only the rest, then
 //                                       store this prompt's KV for later requests
+//   select_by_layer  bool, default false  compute the prompt one layer at a time and hand each
+//                                       layer to the select stage as soon as it holds the whole
+//                                       prompt (RequestPlan::select_layer), so a compressing
+//                                       request never holds the full KV of every layer: at most
+//                                       the prompt in one layer plus what the others kept
+//                                       (RequestPlan::kv_peak_entries, what siftd's KV budget
+//                                       reserves). Taken by the query-aware select stages
+//                                       without a reuse stage; the result is the same
+//                                       (each layer sees the same inputs in either order). The
+//                                       prefix cache is then neither read nor written (the
+//                                       whole prompt's KV never exists at once).
 //
 // What may be reused (docs/context-cache.md): at most n - 1 tokens (the last token's logits are
 // computed) and no row a later stage's statistics read (a window's rows: SnapKV, PyramidKV,
@@ -45,12 +56,19 @@ namespace sift::plugins {
 class PrefillFullStage : public Stage {
  public:
   PrefillFullStage(const StageParams& params, const Model& model);
+  Status Plan(const Model& model, RequestPlan& plan) const override;
   Status Run(const Model& model, RequestState& state, StageContext& context) override;
 
  private:
+  // Rows per forward chunk for `rows` rows to prefill (chunk_size, the host's slice, or all).
+  int64_t ChunkRows(int64_t rows, StageContext& context) const;
+  // The select_by_layer order: layer by layer, each handed to plan.select_layer when complete.
+  Status RunByLayer(const Model& model, RequestState& state, StageContext& context);
+
   int64_t chunk_size_;
   int64_t block_size_;
   bool prefix_cache_;
+  bool select_by_layer_;
 };
 
 }  // namespace sift::plugins

@@ -543,4 +543,43 @@ TEST(KvBudgetTest, WaitsWhileFullAndRefusesWhatCanNeverFit) {
   EXPECT_LT(std::chrono::duration<double>(Clock::now() - start).count(), 5.0);
 }
 
+// A compressing request whose prefill selects layer by layer (prefill_full's select_by_layer)
+// reserves what it holds at most, not the whole prompt in every layer: under a budget smaller
+// than its full KV it is served, while the same request prefilled whole is refused.
+TEST(KvBudgetTest, SelectingLayerByLayerFitsWhereTheWholePromptDoesNot) {
+  SKIP_WITHOUT_DAEMON();
+  Daemon d;
+  // ~350 prompt tokens + 8 generated, 23,760 bytes per token: ~8.5 MB whole. By layer, keeping
+  // 40 entries per layer: ~350 + 30 x 40 entries + 31 x 8 of headroom, 792 bytes each: ~1.4 MB.
+  ASSERT_EQ(d.Start({"--kv-budget", "3M"}), "");
+  zmq::context_t ctx(1);
+  auto c = Connect(ctx, d);
+  auto ask = [&](const std::string& id, bool by_layer) {
+    json q = Question(id, "snapkv", 8);
+    q["params"] = {{"select", {{"budget", 40}, {"floor", 0}}}};
+    if (by_layer) q["params"]["prefill"] = {{"select_by_layer", true}};
+    c->Send(q);
+    return Replies(*c, id).back();
+  };
+  const json whole = ask("whole", false);
+  EXPECT_EQ(whole["type"], "error") << whole.dump();
+  EXPECT_EQ(whole["reason"], "kv_budget") << whole.dump();
+  EXPECT_GT(whole["details"]["kv_bytes"].get<int64_t>(), 3 << 20);
+
+  const json by_layer = ask("by_layer", true);
+  ASSERT_EQ(by_layer["type"], "final") << by_layer.dump();
+  const json& stats = by_layer["stats"];
+  EXPECT_LT(stats["kv_bytes"].get<int64_t>(), stats["kv_bytes_full"].get<int64_t>() / 4)
+      << stats.dump();
+
+  // The same answer as the whole prompt's selection, from a daemon without a budget.
+  Daemon unlimited;
+  ASSERT_EQ(unlimited.Start({}), "");
+  c = Connect(ctx, unlimited);
+  const json reference = ask("reference", false);
+  ASSERT_EQ(reference["type"], "final") << reference.dump();
+  EXPECT_EQ(by_layer["text"], reference["text"]);
+  EXPECT_EQ(by_layer["stats"]["tokens_kept"], reference["stats"]["tokens_kept"]);
+}
+
 }  // namespace

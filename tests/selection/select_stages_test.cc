@@ -407,6 +407,44 @@ TEST(Layerwise, PlanRemovesFollowerStatistics) {
   EXPECT_EQ(plan.reuse_leader.count(28), 0u);
 }
 
+// The by-layer offer (RequestPlan::select_layer): taken only when the prefill offers it; the
+// peak is the whole prompt in one layer plus what every layer keeps (PyramidKV: its own sizes).
+TEST(ByLayer, ThePlannedPeakIsOneWholeLayerPlusWhatTheLayersKeep) {
+  const int64_t layers = 30, n = 1000;
+  auto offered = [&] {
+    RequestPlan plan;
+    plan.prompt_tokens = n;
+    plan.question_begin = n;
+    plan.prefill_offers_layers = true;
+    return plan;
+  };
+  SnapKvStage snapkv(Params({{"budget", 100}, {"window", 8}}));
+  RequestPlan not_offered;
+  not_offered.prompt_tokens = n;
+  snapkv.TakeLayerOffer(nullptr, layers, not_offered);
+  EXPECT_FALSE(not_offered.select_layer);
+  EXPECT_EQ(not_offered.kv_peak_entries, 0);
+
+  RequestPlan plan = offered();
+  snapkv.TakeLayerOffer(nullptr, layers, plan);
+  EXPECT_TRUE(plan.select_layer);
+  EXPECT_EQ(plan.kv_peak_entries, n + layers * 100);
+
+  PyramidKvStage pyramid(Params({{"budget", 100}, {"window", 8}}));
+  RequestPlan p = offered();
+  pyramid.TakeLayerOffer(nullptr, layers, p);
+  // Per-layer sizes that sum to the uniform total: at most the prompt plus that total.
+  EXPECT_GT(p.kv_peak_entries, n + 100);
+  EXPECT_LE(p.kv_peak_entries, n + layers * 100);
+
+  // A selection that keeps (nearly) everything saves nothing by layer: the offer is declined.
+  SnapKvStage keep_all(Params({{"budget", 5000}, {"window", 8}}));
+  RequestPlan all = offered();
+  keep_all.TakeLayerOffer(nullptr, layers, all);
+  EXPECT_FALSE(all.select_layer);
+  EXPECT_EQ(all.kv_peak_entries, 0);
+}
+
 TEST(Layerwise, FollowersCopyTheirLeadersIncludingTheShortLastGroup) {
   const int64_t layers = 30, n = 40;
   RequestState s = MakeState(layers, n, at::Tensor());

@@ -64,9 +64,9 @@ std::string Context() {
 
 // A prefilled request: chat prompt, question span marked, statistics as `plan` asks; with
 // `context_only` the prompt ends where the question would begin (no question span).
-RequestState Prefill(const Model& model, RequestPlan plan, bool context_only = false,
-                     const std::string& ask = "What is the secret word?",
-                     StageContext* context = nullptr) {
+// The request before any stage ran: chat prompt and question span (none with `context_only`).
+RequestState Prompt(const Model& model, bool context_only = false,
+                    const std::string& ask = "What is the secret word?") {
   const std::string head = "<|im_start|>user\n" + Context() + "\n\n";
   const std::string question = ask + "<|im_end|>\n<|im_start|>assistant\n";
   RequestState s;
@@ -76,6 +76,13 @@ RequestState Prefill(const Model& model, RequestPlan plan, bool context_only = f
   if (!context_only) s.tokens.insert(s.tokens.end(), q.begin(), q.end());
   s.prompt_length = static_cast<int64_t>(s.tokens.size());
   s.generation.max_tokens = 6;
+  return s;
+}
+
+RequestState Prefill(const Model& model, RequestPlan plan, bool context_only = false,
+                     const std::string& ask = "What is the secret word?",
+                     StageContext* context = nullptr) {
+  RequestState s = Prompt(model, context_only, ask);
   s.plan = std::move(plan);
   PrefillFullStage prefill(Params({}, "prefill_full"), model);
   testing::TestContext ctx;
@@ -379,6 +386,124 @@ TEST(AlwaysKept, EachSelectionPipelineKeepsTheQuestionWindowAndSinks) {
     GenerationResult r = Generate(model, *s.cache, s.last_logits, s.next_position, s.generation);
     EXPECT_FALSE(r.tokens.empty()) << c.pipeline;
   }
+}
+
+// select_by_layer: the prefill hands each layer to the select stage as soon as it holds the whole
+// prompt. Every query-aware selection keeps the same entries, with the same keys, values and
+// logits, as after a prefill of the whole prompt (prefilled in chunks both ways), while the cache
+// never holds the whole prompt in more than one layer; and a reuse stage, or context-only
+// selection, turns the offer down.
+TEST(ByLayer, EverySelectionEqualsTheWholePromptsAndHoldsLess) {
+  REQUIRE_MODEL();
+  const Model& model = *TheModel();
+  const int64_t layers = model.config().num_layers;
+  const json small = {{"budget", 40}, {"floor", 0}};
+  auto with = [&](json extra) {
+    extra.update(small);
+    return extra;
+  };
+  struct Case {
+    std::string name;
+    std::function<std::unique_ptr<SelectStageBase>()> make;
+  };
+  const std::vector<Case> cases = {
+      {"snapkv",
+       [&] {
+         return std::make_unique<SnapKvStage>(Params(with({{"window", 32}})));
+       }},
+      {"snapkv rerotated",
+       [&] {
+         return std::make_unique<SnapKvStage>(
+             Params(with({{"window", 32}, {"rerotate", true}, {"pooling", "max"}})));
+       }},
+      {"pyramidkv",
+       [&] {
+         return std::make_unique<PyramidKvStage>(Params(with({{"window", 32}})));
+       }},
+      {"chunkkv",
+       [&] {
+         return std::make_unique<ChunkKvStage>(Params(with({{"chunk_size", 10}})));
+       }},
+      {"h2o",
+       [&] {
+         return std::make_unique<H2oStage>(Params(with({{"recent_ratio", 0.5}})));
+       }},
+      {"streamingllm", [&] {
+         return std::make_unique<StreamingLlmStage>(Params(with({{"sink", 4}})));
+       }}};
+
+  // The request before any stage ran: the prompt, and the plan of `prefill` and `select`.
+  auto planned = [&](const PrefillFullStage& prefill, const SelectStageBase& select) {
+    RequestState s = Prompt(model);
+    s.plan.prompt_tokens = static_cast<int64_t>(s.tokens.size());
+    s.plan.question_begin = s.question_begin;
+    EXPECT_TRUE(prefill.Plan(model, s.plan).ok());
+    select.PlanStats(layers, s.plan);
+    select.TakeLayerOffer(&model, layers, s.plan);
+    return s;
+  };
+  const int64_t entry = KvCache::EntryBytes(model.CacheShape());
+  for (const Case& c : cases) {
+    SCOPED_TRACE(c.name);
+    PrefillFullStage whole_prefill(Params({{"chunk_size", 64}}, "prefill_full"), model);
+    PrefillFullStage by_layer_prefill(
+        Params({{"chunk_size", 64}, {"select_by_layer", true}}, "prefill_full"), model);
+    std::unique_ptr<SelectStageBase> whole_select = c.make(), by_layer_select = c.make();
+    testing::TestContext ctx;
+
+    RequestState a = planned(whole_prefill, *whole_select);
+    ASSERT_FALSE(a.plan.select_layer) << "taken without the prefill's offer";
+    ASSERT_TRUE(whole_prefill.Run(model, a, ctx).ok());
+    ASSERT_TRUE(whole_select->RunOn(&model, a, ctx).ok());
+
+    RequestState b = planned(by_layer_prefill, *by_layer_select);
+    ASSERT_TRUE(b.plan.select_layer) << "the offer was not taken";
+    const int64_t n = static_cast<int64_t>(b.tokens.size());
+    ASSERT_GT(n, 3 * 64) << "the prompt must span several chunks";
+    // What the cache holds at each layer's hand-over, the most ever; and the plan's bound.
+    int64_t most = 0, layers_handed = 0;
+    auto select_layer = b.plan.select_layer;
+    b.plan.select_layer = [&](int64_t layer, RequestState& state) {
+      EXPECT_EQ(layer, layers_handed++);
+      EXPECT_EQ(state.cache->size(layer), n);
+      if (layer + 1 < layers) {
+        EXPECT_EQ(state.cache->size(layer + 1), 0);
+      }
+      most = std::max(most, state.cache->Bytes());
+      return select_layer(layer, state);
+    };
+    ASSERT_TRUE(by_layer_prefill.Run(model, b, ctx).ok());
+    EXPECT_EQ(layers_handed, layers);
+    ASSERT_TRUE(by_layer_select->RunOn(&model, b, ctx).ok());
+
+    EXPECT_LE(most, b.plan.kv_peak_entries * entry);
+    EXPECT_LT(b.plan.kv_peak_entries, n * layers / 2) << "holds most of the whole prompt's KV";
+    EXPECT_TRUE(at::equal(a.last_logits, b.last_logits));
+    EXPECT_EQ(a.next_position, b.next_position);
+    EXPECT_TRUE(b.layer_stats.empty());
+    for (int64_t l = 0; l < layers; ++l) {
+      ASSERT_TRUE(at::equal(a.kept_indices.at(l), b.kept_indices.at(l))) << "layer " << l;
+      EXPECT_TRUE(at::equal(a.cache->Keys(l), b.cache->Keys(l))) << "layer " << l;
+      EXPECT_TRUE(at::equal(a.cache->Values(l), b.cache->Values(l))) << "layer " << l;
+      EXPECT_TRUE(at::equal(a.cache->Positions(l), b.cache->Positions(l))) << "layer " << l;
+      EXPECT_LT(b.cache->size(l), n) << "layer " << l << ": not compressed";
+    }
+    GenerationResult ra = Generate(model, *a.cache, a.last_logits, a.next_position, a.generation);
+    GenerationResult rb = Generate(model, *b.cache, b.last_logits, b.next_position, b.generation);
+    EXPECT_EQ(ra.tokens, rb.tokens);
+  }
+
+  // Turned down: by a reuse stage that follows, and by context-only selection.
+  PrefillFullStage by_layer_prefill(Params({{"select_by_layer", true}}, "prefill_full"), model);
+  ChunkKvStage chunkkv(Params(with({{"chunk_size", 10}})));
+  RequestState r = planned(by_layer_prefill, chunkkv);
+  ASSERT_TRUE(r.plan.select_layer);
+  LayerwiseStage(Params({{"n_reuse", 2}})).PlanLayers(layers, r.plan);
+  EXPECT_FALSE(r.plan.select_layer);
+  EXPECT_EQ(r.plan.kv_peak_entries, 0);
+  SnapKvStage context_only(Params(with({{"window", 32}, {"query_aware", false}})));
+  RequestState q = planned(by_layer_prefill, context_only);
+  EXPECT_FALSE(q.plan.select_layer);
 }
 
 // Every selection pipeline validates and answers through the real siftd.

@@ -276,6 +276,10 @@ class InProcessBackend final : public Backend {
       const Status s = instance->Plan(*model_, p->plan);
       if (!s.ok()) throw Error("stage '" + stage.config.label + "' (plan): " + s.message());
     }
+    // The plan outlives these instances and one prefill may serve several configurations: no
+    // selection inside the prefill (it is offered only for a known prompt_tokens, unset here).
+    p->plan.select_layer = nullptr;
+    p->plan.kv_peak_entries = 0;
     if (p->stages.size() >= 2 && p->stages[0].plugin->kind() == StageKind::kPrefill &&
         p->stages[0].config.endpoint.empty()) {
       json params = p->stages[0].config.params.ToJson();

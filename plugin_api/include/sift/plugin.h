@@ -32,7 +32,7 @@
 #include "sift/stage.h"
 
 // Bump when anything a plugin compiles against changes shape (Stage, RequestState, Model, ...).
-#define SIFT_PLUGIN_ABI_VERSION 2u
+#define SIFT_PLUGIN_ABI_VERSION 3u
 
 #define SIFT_STRINGIFY_IMPL(x) #x
 #define SIFT_STRINGIFY(x) SIFT_STRINGIFY_IMPL(x)

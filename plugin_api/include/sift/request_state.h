@@ -33,6 +33,7 @@
 #include <ATen/ATen.h>
 
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <memory>
 #include <string>
@@ -42,9 +43,12 @@
 #include "sift/generate.h"
 #include "sift/kv_cache.h"
 #include "sift/stage_kind.h"
+#include "sift/status.h"
 #include "sift/tokenizer.h"
 
 namespace sift {
+
+struct RequestState;
 
 // What the prefill should collect, decided before the request runs by the pipeline's stages
 // (Stage::Plan) in pipeline order.
@@ -61,6 +65,31 @@ struct RequestPlan {
   // instead of prefilling (RequestState::AdoptContextState) and stores no full prefix; a later
   // stage that changes what the naming stage made (a reuse stage) clears it. Empty: none.
   std::string context_state;
+
+  // Selection layer by layer inside the prefill (docs/engine.md#selection-inside-the-prefill):
+  // a prefill that computes the prompt one layer at a time can hand each layer to a select stage
+  // as soon as that layer holds the whole prompt, so the request never holds the full KV of
+  // every layer at once.
+  //   prompt_tokens, question_begin  the host, before any Plan(): the prompt as it arrived.
+  //   prefill_offers_layers          a prefill that can do it and was asked to (prefill_full,
+  //                                  select_by_layer = true).
+  //   select_layer                   a select stage that takes the offer (query-aware selection,
+  //                                  no reuse stage): the prefill calls it on its own thread once
+  //                                  per layer, in order, right after layer `layer` holds the
+  //                                  whole prompt and its statistics are in
+  //                                  state.layer_stats[layer]; it evicts that layer. It borrows
+  //                                  the stage instance that set it (alive for the request's
+  //                                  run). A reuse stage that follows, or a stage that runs on
+  //                                  a remote worker, clears it: the prefill then runs as usual.
+  //   kv_peak_entries                set with select_layer: the most cache entries the request
+  //                                  holds, summed over layers (headroom not counted), so that
+  //                                  admission by KV budget reserves that instead of the whole
+  //                                  prompt in every layer; 0 = the whole prompt in every layer.
+  int64_t prompt_tokens = 0;
+  int64_t question_begin = 0;
+  bool prefill_offers_layers = false;
+  std::function<Status(int64_t layer, RequestState& state)> select_layer;
+  int64_t kv_peak_entries = 0;
 };
 
 // What one stage cost, measured by the pipeline runner right after the stage returned (failed

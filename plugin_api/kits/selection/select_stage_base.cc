@@ -43,6 +43,75 @@ std::vector<int64_t> SelectStageBase::LayerBudgets(int64_t num_layers, int64_t n
 
 Status SelectStageBase::Plan(const Model& model, RequestPlan& plan) const {
   PlanStats(model.config().num_layers, plan);
+  TakeLayerOffer(&model, model.config().num_layers, plan);
+  return Status::Ok();
+}
+
+void SelectStageBase::TakeLayerOffer(const Model* model, int64_t num_layers,
+                                     RequestPlan& plan) const {
+  // Query-aware only: a context-only selection observes the context again with the model after
+  // the whole prompt is in (ContextOnlyStats). A reuse stage that follows clears the offer.
+  if (!plan.prefill_offers_layers || !query_aware_ || !plan.reuse_leader.empty() ||
+      plan.prompt_tokens <= 0) {
+    return;
+  }
+  const int64_t n = plan.prompt_tokens;
+  const SelectionShape shape = Shape(num_layers, n, plan.question_begin);
+  // While layer l is prefilled, the layers before it hold what they kept and layer l the whole
+  // prompt; its selection then copies the kept entries before the whole prompt is released.
+  int64_t held = 0, peak = 0;
+  for (int64_t l = 0; l < num_layers; ++l) {
+    const int64_t kept = std::min(shape.budgets[l], n);
+    peak = std::max(peak, held + n + kept);
+    held += kept;
+  }
+  if (peak >= n * num_layers) return;  // it keeps (nearly) everything: nothing to save
+  plan.kv_peak_entries = peak;
+  plan.select_layer = [this, model](int64_t layer, RequestState& state) {
+    return SelectLayer(model, layer, state);
+  };
+}
+
+SelectStageBase::SelectionShape SelectStageBase::Shape(int64_t num_layers, int64_t n,
+                                                       int64_t question_begin) const {
+  SelectionShape shape;
+  const int64_t qb = std::clamp<int64_t>(question_begin, 0, n);
+  shape.context_only = !query_aware_ && qb > 0 && qb < n;
+  shape.n_c = shape.context_only ? qb : n;
+  // The floor (selection_ops.h ApplyFloor): the hard minimum is what every layer always keeps,
+  // the sinks plus the tail of the span (the observation window and, query-aware, the question).
+  shape.question_kept = shape.context_only ? 0 : QuestionKept(n - qb);
+  const int64_t n_c = shape.n_c;
+  const int64_t hard_minimum =
+      std::min(n_c, Sinks() + std::max(window_, std::min(shape.question_kept, n_c)));
+  shape.budgets =
+      LayerBudgets(num_layers, n_c, ApplyFloor(n_c, budget_.Resolve(n_c), floor_, hard_minimum));
+  for (int64_t& b : shape.budgets) b = std::max(b, hard_minimum);
+  return shape;
+}
+
+Status SelectStageBase::SelectLayer(const Model* model, int64_t layer, RequestState& state) const {
+  KvCache& cache = *state.cache;
+  const int64_t n = static_cast<int64_t>(state.tokens.size());
+  if (cache.size(layer) != n) {
+    return Status(StatusCode::kFailedPrecondition, "ragged_cache",
+                  "select needs the layer to hold the whole prompt (layer " +
+                      std::to_string(layer) + " holds " + std::to_string(cache.size(layer)) + ")");
+  }
+  const SelectionShape shape = Shape(cache.num_layers(), n, state.question_begin);
+  const int64_t heads = cache.shape().num_kv_heads;
+  const at::TensorOptions index_options =
+      at::TensorOptions().dtype(at::kLong).device(cache.shape().device);
+  const int64_t budget = std::min(shape.budgets[layer], n);
+  at::Tensor idx;
+  if (budget >= n) {
+    idx = at::arange(n, index_options).expand({heads, -1});
+  } else {
+    SIFT_RETURN_IF_ERROR(LayerIndices(layer, state.layer_stats, n, budget, shape.question_kept,
+                                      heads, index_options, &idx));
+  }
+  SIFT_RETURN_IF_ERROR(ApplyLayerSelection(model, state, layer, idx, rerotate_));
+  state.layer_stats.erase(layer);
   return Status::Ok();
 }
 
@@ -170,26 +239,27 @@ Status SelectStageBase::RunOn(const Model* model, RequestState& state, StageCont
   }
   KvCache& cache = *state.cache;
   const int64_t layers = cache.num_layers();
+  if (state.plan.select_layer && static_cast<int64_t>(state.kept_indices.size()) == layers) {
+    // The prefill handed over every layer as it completed (TakeLayerOffer): only the finish.
+    state.layer_stats.clear();
+    context.Progress("select", layers, layers);
+    return FinishSelection(model, state, rerotate_);
+  }
   const int64_t heads = cache.shape().num_kv_heads;
   const at::TensorOptions index_options =
       at::TensorOptions().dtype(at::kLong).device(cache.shape().device);
   const int64_t n = cache.size(0);
   const int64_t qb = std::clamp<int64_t>(state.question_begin, 0, n);
-  const bool context_only = !query_aware_ && qb > 0 && qb < n;
-  const int64_t n_c = context_only ? qb : n;
+  const SelectionShape shape = Shape(layers, n, state.question_begin);
+  const bool context_only = shape.context_only;
+  const int64_t n_c = shape.n_c;
+  const int64_t question_kept = shape.question_kept;
+  const std::vector<int64_t>& budgets = shape.budgets;
 
   std::vector<int64_t> selected;
   for (int64_t l = 0; l < layers; ++l) {
     if (!state.plan.reuse_leader.count(l)) selected.push_back(l);
   }
-  // The floor (selection_ops.h ApplyFloor): the hard minimum is what every layer always keeps,
-  // the sinks plus the tail of the span (the observation window and, query-aware, the question).
-  const int64_t question_kept = context_only ? 0 : QuestionKept(n - qb);
-  const int64_t hard_minimum =
-      std::min(n_c, Sinks() + std::max(window_, std::min(question_kept, n_c)));
-  std::vector<int64_t> budgets =
-      LayerBudgets(layers, n_c, ApplyFloor(n_c, budget_.Resolve(n_c), floor_, hard_minimum));
-  for (int64_t& b : budgets) b = std::max(b, hard_minimum);
   bool evicts = false;
   for (int64_t l : selected) {
     if (cache.size(l) != n) {

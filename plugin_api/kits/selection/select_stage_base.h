@@ -30,6 +30,12 @@
 //            prompt indices, optional RoPE re-rotation to 0..m-1 (cache_edit.h).
 //         Without followers it then finishes (question re-prefill, next_position);
 //         with followers the reuse stage finishes after copying the leaders' indices.
+//   By layer (query_aware = true, no reuse stage, and a prefill that offers it:
+//         RequestPlan::prefill_offers_layers, prefill_full's select_by_layer): Plan also sets
+//         plan.select_layer, which the prefill calls as each layer completes, and
+//         plan.kv_peak_entries (what the request then holds at most); steps 2-4 then run per
+//         layer inside the prefill (the same indices: a layer's selection reads only its own
+//         statistics and entries), and Run only finishes.
 //   Context state (query_aware = false, not re-rotated, no reuse followers, the host's prefix
 //         cache at hand; docs/context-cache.md#compressed-contexts): Plan names the variant
 //         "context" (RequestPlan::context_state); Run files what it kept of the context
@@ -81,6 +87,8 @@ class SelectStageBase : public Stage {
   // The same without a Model (unit tests): Plan for `num_layers` layers; RunOn with model ==
   // nullptr works unless re-rotation or context-only compression is asked.
   void PlanStats(int64_t num_layers, RequestPlan& plan) const;
+  // The by-layer part of Plan (see "By layer" above); `model` may be null unless re-rotating.
+  void TakeLayerOffer(const Model* model, int64_t num_layers, RequestPlan& plan) const;
   Status RunOn(const Model* model, RequestState& state, StageContext& context);
 
  protected:
@@ -121,6 +129,17 @@ class SelectStageBase : public Stage {
 
  private:
   static constexpr const char* kContextStateVariant = "context";
+  // What an n-token prompt with its question at question_begin is compressed to.
+  struct SelectionShape {
+    bool context_only = false;     // step 1: only the context tokens are compressible
+    int64_t n_c = 0;               // the compressible span [0, n_c)
+    int64_t question_kept = 0;     // question tokens always kept (step 3)
+    std::vector<int64_t> budgets;  // per layer (step 2), at least the hard minimum
+  };
+  SelectionShape Shape(int64_t num_layers, int64_t n, int64_t question_begin) const;
+  // Steps 2-4 for one layer of a query-aware selection (plan.select_layer), its statistics in
+  // state.layer_stats[layer] (erased after).
+  Status SelectLayer(const Model* model, int64_t layer, RequestState& state) const;
   // Whether state.plan.context_state is this stage's (and the host's prefix cache is at hand).
   bool NamedContextState(const RequestState& state, StageContext& context) const;
   // The request's prefill served the context state: kept indices from its positions, then the
