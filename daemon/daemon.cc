@@ -366,6 +366,12 @@ Batching Daemon::StartBatching() {
       [engine] {
         return engine != nullptr ? static_cast<double>(engine->stats().tasks_nested) : 0.0;
       });
+  metrics_.DeclareGauge(
+      "sift_batch_tasks_interleaved",
+      "Prefills that selected layer by layer started side by side with others of their size.",
+      [engine] {
+        return engine != nullptr ? static_cast<double>(engine->stats().tasks_interleaved) : 0.0;
+      });
   LogInfo("batching", {{"max_batch", options_.max_batch},
                        {"prefill_chunk", options_.prefill_chunk},
                        {"decode_interval_ms", options_.decode_interval_ms},

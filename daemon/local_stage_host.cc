@@ -29,6 +29,17 @@ class LocalContext final : public StageContext {
       inner_.Yield();  // the caller's context decides (a request's own: returns at once)
     }
   }
+  Status RunSteps(const std::function<Status(bool* more)>& step, int64_t total_steps) override {
+    if (job_.engine == nullptr) return inner_.RunSteps(step, total_steps);
+    Status status;
+    const std::function<bool()> engine_step = [&] {
+      bool more = false;
+      status = step(&more);
+      return status.ok() && more;
+    };
+    job_.engine->RunSteps(engine_step, total_steps);
+    return status;
+  }
   int64_t slice_tokens() const override { return job_.engine != nullptr ? job_.slice_tokens : 0; }
   PrefixCacheAccess prefix_cache() override { return {job_.prefix_cache, job_.prefix_scope}; }
 
@@ -51,10 +62,13 @@ HopServer::Reply RunLocalJob(HopMessage& request, StageContext& relay) {
   };
   if (job->engine == nullptr || job->kind == StageKind::kDecode) return HopServer::Reply(run());
   // Everything but decode runs on the engine's loop, between its decode steps, ordered by the
-  // request's prompt length (shorter prompts first: BatchEngine).
+  // request's prompt length (shorter prompts first: BatchEngine). A prefill that hands each layer
+  // to the select stage (RequestPlan::select_layer: prefill_full's select_by_layer) works in
+  // steps, side by side with others of its size.
+  const bool in_steps = job->kind == StageKind::kPrefill && job->state->plan.select_layer;
   Status status;
   job->engine->RunExclusive([&] { status = run(); },
-                            static_cast<int64_t>(job->state->tokens.size()));
+                            static_cast<int64_t>(job->state->tokens.size()), in_steps);
   return HopServer::Reply(status);
 }
 

@@ -106,26 +106,35 @@ Status PrefillFullStage::RunByLayer(const Model& model, RequestState& state,
   }
   AttentionOptions attention;
   attention.block_size = block_size_;
-  for (int64_t l = 0; l < layers; ++l) {
-    cache.Reserve(l, n);
+  // One step: one chunk through one layer; after a layer's last chunk its statistics are
+  // complete and the layer goes to the select stage. The host may run other requests' steps
+  // between two (StageContext::RunSteps).
+  int64_t l = 0, c = 0;
+  AttentionStats merged;
+  const auto step = [&](bool* more) -> Status {
+    if (context.Cancelled()) return context.CancelStatus();
+    context.Progress("prefill", l * chunks + c, total_steps);
+    if (c == 0) cache.Reserve(l, n);
     const auto asked = state.plan.stats.find(l);
-    AttentionStats merged;
-    for (int64_t c = 0; c < chunks; ++c) {
-      if (context.Cancelled()) return context.CancelStatus();
-      if (l > 0 || c > 0) context.Yield();  // other requests' decode steps may run here
-      context.Progress("prefill", l * chunks + c, total_steps);
-      const int64_t c0 = c * chunk, c1 = std::min(n, c0 + chunk);
-      const AttentionStatsRequest request = asked == state.plan.stats.end()
-                                                ? AttentionStatsRequest{}
-                                                : RequestForChunk(asked->second, c0, c1, n);
-      AttentionStats stats;
-      x[c] = model.Layer(l, x[c], positions[c], rope[c], &cache, attention, request,
-                         request.any() ? &stats : nullptr);
-      if (request.any()) Merge(merged, std::move(stats));
+    const int64_t c0 = c * chunk, c1 = std::min(n, c0 + chunk);
+    const AttentionStatsRequest request = asked == state.plan.stats.end()
+                                              ? AttentionStatsRequest{}
+                                              : RequestForChunk(asked->second, c0, c1, n);
+    AttentionStats stats;
+    x[c] = model.Layer(l, x[c], positions[c], rope[c], &cache, attention, request,
+                       request.any() ? &stats : nullptr);
+    if (request.any()) Merge(merged, std::move(stats));
+    if (++c == chunks) {
+      if (asked != state.plan.stats.end()) state.layer_stats[l] = std::move(merged);
+      merged = AttentionStats();
+      SIFT_RETURN_IF_ERROR(state.plan.select_layer(l, state));
+      c = 0;
+      ++l;
     }
-    if (asked != state.plan.stats.end()) state.layer_stats[l] = std::move(merged);
-    SIFT_RETURN_IF_ERROR(state.plan.select_layer(l, state));
-  }
+    *more = l < layers;
+    return Status::Ok();
+  };
+  SIFT_RETURN_IF_ERROR(context.RunSteps(step, total_steps));
   context.Progress("prefill", total_steps, total_steps);
   const at::Tensor& last = x.back();
   state.last_logits = model.Logits(last.slice(0, last.size(0) - 1, last.size(0))).squeeze(0);

@@ -39,7 +39,9 @@
 //
 // Before every layer of every chunk (but the first) it calls context.Yield(), so siftd runs the
 // other requests' decode steps there, and checks cancellation; progress is reported per layer as
-// ("prefill", layers done, layers × chunks).
+// ("prefill", layers done, layers × chunks). With select_by_layer taken, each (layer, chunk) is
+// a step of context.RunSteps() instead, so siftd may run the steps of similar prefills between
+// them (side by side) as well as decode steps.
 //
 // THREADING: one instance per request (sift/stage.h).
 // ERRORS:    INVALID_ARGUMENT for an empty or too long prompt or an out-of-vocabulary token;

@@ -543,6 +543,39 @@ TEST(KvBudgetTest, WaitsWhileFullAndRefusesWhatCanNeverFit) {
   EXPECT_LT(std::chrono::duration<double>(Clock::now() - start).count(), 5.0);
 }
 
+// Prefills that select layer by layer work in steps, and the loop runs the steps of requests of
+// one size side by side; each answers as it does alone.
+TEST(BatchingTest, PrefillsSelectingByLayerRunSideBySide) {
+  SKIP_WITHOUT_DAEMON();
+  Daemon d;
+  ASSERT_EQ(d.Start({}), "");
+  zmq::context_t ctx(1);
+  auto c = Connect(ctx, d);
+  const std::vector<std::string> ids = {"a", "b", "c"};
+  for (const std::string& id : ids) {
+    json q = Question(id, "snapkv", 8);
+    // 64-token chunks: ~6 steps per layer, so the requests overlap while they prefill.
+    q["params"] = {{"prefill", {{"select_by_layer", true}, {"chunk_size", 64}}},
+                   {"select", {{"budget", 40}, {"floor", 0}}}};
+    c->Send(q);
+  }
+  std::map<std::string, json> terminal;
+  json h;
+  const auto end = Clock::now() + Budget(120);
+  while (terminal.size() < ids.size() && Clock::now() < end) {
+    if (c->Recv(&h, 100) && (h["type"] == "final" || h["type"] == "error")) {
+      terminal[h["id"]] = h;
+    }
+  }
+  ASSERT_EQ(terminal.size(), ids.size());
+  for (const std::string& id : ids) {
+    ASSERT_EQ(terminal[id]["type"], "final") << terminal[id].dump();
+    EXPECT_EQ(terminal[id]["text"], terminal["a"]["text"]) << id;
+  }
+  const std::string metrics = HttpGet(d.http(), "/metrics");
+  EXPECT_GE(MetricValue(metrics, "sift_batch_tasks_interleaved"), 1) << metrics;
+}
+
 // A compressing request whose prefill selects layer by layer (prefill_full's select_by_layer)
 // reserves what it holds at most, not the whole prompt in every layer: under a budget smaller
 // than its full KV it is served, while the same request prefilled whole is refused.

@@ -4,10 +4,12 @@
 // strings, compressed caches, and exclusive tasks yielding to decode steps.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
+#include <functional>
 #include <memory>
 #include <mutex>
 #include <string>
@@ -439,6 +441,148 @@ TEST_F(BatchEngineFlowTest, SmallestWaitingTaskFirstAndNoneWaitsForever) {
   expected.push_back("big");
   expected.resize(smalls + 1, "small");
   EXPECT_EQ(log.order(), expected);
+}
+
+// An in-steps task: `steps` steps through RunSteps(), each recorded as "<name><index>"; `before`
+// runs before each step (with its index).
+std::function<void()> Stepped(BatchEngine& engine, TaskOrder& log, const std::string& name,
+                              int steps, std::function<void(int)> before = nullptr) {
+  return [&engine, &log, name, steps, before] {
+    int i = 0;
+    engine.RunSteps(
+        [&] {
+          if (before) before(i);
+          log.Ran(name + std::to_string(i));
+          return ++i < steps;
+        },
+        steps);
+  };
+}
+
+// Hands an in-steps task over from a new thread; returns once it waits.
+std::thread HandOverStepped(BatchEngine& engine, std::function<void()> task, int64_t work) {
+  const int64_t waiting = engine.stats().tasks_waiting;
+  std::thread t([&engine, task, work] { engine.RunExclusive(task, work, true); });
+  while (engine.stats().tasks_waiting == waiting) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  }
+  return t;
+}
+
+// Where `entry` is in `order` (order.size() when absent).
+size_t IndexOf(const std::vector<std::string>& order, const std::string& entry) {
+  return std::find(order.begin(), order.end(), entry) - order.begin();
+}
+
+// In-steps tasks of one size handed over together run side by side: every one has made its first
+// step before any makes its last, and they take turns.
+TEST_F(BatchEngineFlowTest, InStepsTasksOfASizeRunSideBySide) {
+  BatchEngine engine(model_);
+  TaskOrder log;
+  std::atomic<bool> blocking{false}, release{false};
+  std::thread blocker([&] {
+    engine.RunExclusive([&] {
+      blocking = true;
+      while (!release) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    });
+  });
+  while (!blocking) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  std::vector<std::thread> callers;
+  for (const char* name : {"a", "b", "c"}) {
+    callers.push_back(HandOverStepped(engine, Stepped(engine, log, name, 20), 1000));
+  }
+  release = true;
+  blocker.join();
+  for (std::thread& t : callers) t.join();
+  const std::vector<std::string> order = log.order();
+  ASSERT_EQ(order.size(), 60u);
+  for (const char* first : {"a0", "b0", "c0"}) {
+    for (const char* last : {"a19", "b19", "c19"}) {
+      EXPECT_LT(IndexOf(order, first), IndexOf(order, last)) << first << " after " << last;
+    }
+  }
+  // Taking turns: no task runs three steps in a row once all three run.
+  for (size_t i = 3; i + 2 < order.size(); ++i) {
+    EXPECT_FALSE(order[i][0] == order[i + 1][0] && order[i][0] == order[i + 2][0])
+        << "three steps of " << order[i][0] << " in a row at " << i;
+  }
+  EXPECT_EQ(engine.stats().tasks_interleaved, 2);
+}
+
+// A much shorter in-steps task runs alone to its end; a task of the same size that arrives when
+// the running one is half done waits for it (else the running one would wait for the late one's
+// whole work).
+TEST_F(BatchEngineFlowTest, AShortInStepsTaskGoesFirstAndALateOneWaits) {
+  BatchEngine engine(model_);
+  TaskOrder log;
+  std::thread short_caller, late_caller;
+  std::thread long_caller([&] {
+    engine.RunExclusive(
+        Stepped(engine, log, "long", 10,
+                [&](int i) {
+                  if (i == 2) {
+                    short_caller = HandOverStepped(engine, Stepped(engine, log, "short", 3), 100);
+                  }
+                  if (i == 6) {
+                    late_caller = HandOverStepped(engine, Stepped(engine, log, "late", 3), 1000);
+                  }
+                }),
+        1000, true);
+  });
+  long_caller.join();
+  short_caller.join();
+  late_caller.join();
+  const std::vector<std::string> order = log.order();
+  const std::vector<std::string> want = {"long0", "long1", "long2", "short0", "short1", "short2",
+                                         "long3", "long4", "long5", "long6",  "long7",  "long8",
+                                         "long9", "late0", "late1", "late2"};
+  EXPECT_EQ(order, want);
+}
+
+// A step's exception ends its own task (rethrown to its caller), whichever task's loop ran the
+// step; the task beside it runs every step.
+TEST_F(BatchEngineFlowTest, AStepsExceptionReachesItsOwnCaller) {
+  BatchEngine engine(model_);
+  TaskOrder log;
+  std::atomic<bool> blocking{false}, release{false};
+  std::thread blocker([&] {
+    engine.RunExclusive([&] {
+      blocking = true;
+      while (!release) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    });
+  });
+  while (!blocking) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  bool threw = false;
+  std::thread failing = HandOverStepped(
+      engine,
+      [&] {
+        try {
+          Stepped(engine, log, "f", 20, [](int i) {
+            if (i == 4) throw Error("step failed");
+          })();
+        } catch (const Error&) {
+          threw = true;
+        }
+      },
+      1000);
+  std::thread fine = HandOverStepped(engine, Stepped(engine, log, "g", 20), 1000);
+  release = true;
+  blocker.join();
+  failing.join();
+  fine.join();
+  EXPECT_TRUE(threw);
+  const std::vector<std::string> order = log.order();
+  EXPECT_EQ(IndexOf(order, "f4"), order.size()) << "the failing step recorded itself";
+  EXPECT_LT(IndexOf(order, "g19"), order.size());
+  EXPECT_EQ(engine.stats().tasks_interleaved, 1);
+}
+
+// Off the loop thread RunSteps() calls the steps in turn.
+TEST_F(BatchEngineFlowTest, RunStepsElsewhereCallsTheStepsInTurn) {
+  BatchEngine engine(model_);
+  TaskOrder log;
+  Stepped(engine, log, "s", 3)();
+  EXPECT_EQ(log.order(), (std::vector<std::string>{"s0", "s1", "s2"}));
 }
 
 }  // namespace

@@ -56,6 +56,20 @@ class StageContext {
   // the host may run other requests' decode steps before it returns (siftd does when its
   // --decode-interval-ms has passed since the last one). Default: returns at once.
   virtual void Yield() {}
+  // Long work cut into steps instead: `step` does one bounded slice (a prefill: one layer of one
+  // chunk) and sets *more to false after the last one; an error it returns ends the series and
+  // is returned. `total_steps` says how many there are. The host may run other requests' steps
+  // between two of them (siftd interleaves the steps of prefills of similar size, when the
+  // request's stage was handed to its loop as in-steps: docs/engine.md) and decode steps, as at
+  // Yield(). Default: the steps one after the other with Yield() between them.
+  virtual Status RunSteps(const std::function<Status(bool* more)>& step, int64_t total_steps) {
+    for (;;) {
+      bool more = false;
+      Status status = step(&more);
+      if (!status.ok() || !more) return status;
+      Yield();
+    }
+  }
   // The slice, in prompt tokens, the host asks long stages to work in between Yield() calls
   // (0: no preference, work in one piece).
   virtual int64_t slice_tokens() const { return 0; }

@@ -9,6 +9,8 @@
 #include <string>
 #include <utility>
 
+#include <ATen/ThreadLocalState.h>
+
 #include "sift/error.h"
 
 namespace sift {
@@ -36,10 +38,22 @@ struct BatchEngine::Slot {
 
 struct BatchEngine::Task {
   const std::function<void()>* run = nullptr;
-  int64_t work = 0;  // its size (RunExclusive); <= 0: unknown
+  int64_t work = 0;       // its size (RunExclusive); <= 0: unknown
+  bool in_steps = false;  // it works through RunSteps()
   std::exception_ptr error;
   int bypassed = 0;       // times passed over by a smaller task; guarded by the engine's mu_
   bool finished = false;  // guarded by the engine's mu_
+};
+
+// One RunSteps() call in progress: its steps may run from any RunSteps() loop on the stack.
+struct BatchEngine::Job {
+  const std::function<bool()>* step = nullptr;
+  at::ThreadLocalState thread_state;  // the caller's LibTorch state, applied around each step
+  int64_t work = 0;                   // its task's size
+  int64_t total_steps = 1;
+  int64_t steps_done = 0;
+  bool done = false;
+  std::exception_ptr error;
 };
 
 BatchEngine::BatchEngine(std::shared_ptr<const Model> model, BatchEngineOptions options)
@@ -87,7 +101,7 @@ GenerationResult BatchEngine::Decode(const Model& model, KvCache& cache,
   return std::move(slot.result);
 }
 
-void BatchEngine::RunExclusive(const std::function<void()>& task, int64_t work) {
+void BatchEngine::RunExclusive(const std::function<void()>& task, int64_t work, bool in_steps) {
   if (OnLoopThread()) {  // already exclusive (a task calling another stage's work)
     task();
     return;
@@ -95,6 +109,7 @@ void BatchEngine::RunExclusive(const std::function<void()>& task, int64_t work) 
   Task t;
   t.run = &task;
   t.work = work;
+  t.in_steps = in_steps && work > 0;
   {
     MutexLock lock(mu_);
     SIFT_CHECK(!stopping_, "BatchEngine::RunExclusive: the engine is stopping");
@@ -109,10 +124,15 @@ void BatchEngine::RunExclusive(const std::function<void()>& task, int64_t work) 
   if (t.error) std::rethrow_exception(t.error);
 }
 
+int BatchEngine::NestedTasks() const {
+  return static_cast<int>(
+      std::count_if(running_.begin(), running_.end(), [](const Task* t) { return !t->in_steps; }));
+}
+
 void BatchEngine::Yield() {
   if (!OnLoopThread()) return;
   if (std::chrono::steady_clock::now() - last_step_end_ >= options_.decode_interval) Step();
-  if (running_.empty() || running_.size() >= static_cast<size_t>(kMaxNesting)) return;
+  if (running_.empty() || NestedTasks() >= kMaxNesting) return;
   Task& current = *running_.back();
   if (current.work <= 0) return;
   Task* shorter = nullptr;
@@ -125,6 +145,96 @@ void BatchEngine::Yield() {
     ++stats_.tasks_nested;
   }
   RunTask(*shorter);  // to its end; then this task goes on
+}
+
+void BatchEngine::RunSteps(const std::function<bool()>& step, int64_t total_steps) {
+  if (!OnLoopThread() || running_.empty()) {
+    while (step()) {
+    }
+    return;
+  }
+  Job job;
+  job.step = &step;
+  job.work = std::max<int64_t>(1, running_.back()->work);
+  job.total_steps = std::max<int64_t>(1, total_steps);
+  jobs_.push_back(&job);
+  while (!job.done) {
+    if (Job* next = NextJob()) RunJobStep(*next);
+    if (job.done) break;
+    // Between two steps, as Yield(): a decode step when due, then a task that starts inside
+    // (much shorter) or beside (an in-steps task of about the work these have left).
+    if (std::chrono::steady_clock::now() - last_step_end_ >= options_.decode_interval) Step();
+    Task* start = nullptr;
+    {
+      MutexLock lock(mu_);
+      start = TakeInterleavedTask();
+      if (start != nullptr) {
+        ++stats_.tasks_interleaved;
+      } else if (NestedTasks() < kMaxNesting && running_.back()->bypassed < kMaxBypass) {
+        start = TakeTask(running_.back()->work / 2);
+        if (start != nullptr) {
+          ++running_.back()->bypassed;
+          ++stats_.tasks_nested;
+        }
+      }
+    }
+    if (start != nullptr) RunTask(*start);
+  }
+  jobs_.erase(std::find(jobs_.begin(), jobs_.end(), &job));
+  if (job.error) std::rethrow_exception(job.error);
+}
+
+double BatchEngine::WorkLeft(const Job& job) {
+  return static_cast<double>(job.work) * static_cast<double>(job.total_steps - job.steps_done) /
+         static_cast<double>(job.total_steps);
+}
+
+BatchEngine::Job* BatchEngine::NextJob() {
+  double least = 0;
+  bool any = false;
+  for (const Job* j : jobs_) {
+    if (j->done) continue;
+    least = any ? std::min(least, WorkLeft(*j)) : WorkLeft(*j);
+    any = true;
+  }
+  Job* next = nullptr;
+  for (Job* j : jobs_) {
+    if (j->done || WorkLeft(*j) > 2 * least) continue;  // a much shorter one finishes first
+    if (next == nullptr || WorkLeft(*j) > WorkLeft(*next)) next = j;  // the laggard goes next
+  }
+  return next;
+}
+
+void BatchEngine::RunJobStep(Job& job) {
+  try {
+    at::ThreadLocalStateGuard guard(job.thread_state);
+    job.done = !(*job.step)();
+  } catch (...) {
+    job.error = std::current_exception();
+    job.done = true;
+  }
+  ++job.steps_done;
+}
+
+BatchEngine::Task* BatchEngine::TakeInterleavedTask() {
+  const int side_by_side = static_cast<int>(running_.size()) - NestedTasks();
+  if (jobs_.empty() || side_by_side >= kMaxInterleaved) return nullptr;
+  double least = -1;
+  for (const Job* j : jobs_) {
+    if (!j->done) least = least < 0 ? WorkLeft(*j) : std::min(least, WorkLeft(*j));
+  }
+  if (least <= 0) return nullptr;
+  // No larger than about what every running one has left (10 % more: a task that arrived
+  // with the others but after their first step), so none of them waits long for it to end.
+  for (auto it = tasks_.begin(); it != tasks_.end(); ++it) {
+    Task* t = *it;
+    if (t->in_steps && static_cast<double>(t->work) <= 1.1 * least) {
+      tasks_.erase(it);
+      --stats_.tasks_waiting;
+      return t;
+    }
+  }
+  return nullptr;
 }
 
 BatchEngineStats BatchEngine::stats() const {
