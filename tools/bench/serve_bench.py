@@ -75,6 +75,8 @@ def request_body(args, prompt, max_tokens):
             "stream": True, "stream_options": {"include_usage": True}}
     if args.server == "siftd":
         body["sift"] = {"ignore_eos": True}
+        if args.sift_params:
+            body["sift"]["params"] = json.loads(args.sift_params)
     else:  # llama-server's own field
         body["ignore_eos"] = True
         body["cache_prompt"] = False
@@ -212,6 +214,7 @@ async def run_level(args, words, clients):
     prompt_tokens = [(r["usage"] or {}).get("prompt_tokens") for r in results if r["usage"]]
     out = {
         "server": args.server, "model": args.model, "clients": clients,
+        "sift_params": json.loads(args.sift_params) if args.sift_params else None,
         "requests": len(results), "errors": len(errors), "first_error": errors[0] if errors else None,
         "max_tokens": args.max_tokens, "prompt_tokens_target": args.prompt_tokens,
         "tokens_per_word": round(args.tokens_per_word, 3),
@@ -255,6 +258,9 @@ def main():
     p.add_argument("--server", choices=["siftd", "llama"], required=True,
                    help="which server (how end-of-sequence is switched off)")
     p.add_argument("--model", default="full", help="model field (siftd: the pipeline)")
+    p.add_argument("--sift-params", default="",
+                   help='siftd only: per-request stage parameters, a JSON object such as '
+                        '\'{"prefill": {"select_by_layer": true}}\' (the sift extension\'s params)')
     p.add_argument("--clients", default="1", help="comma-separated client counts, run in turn")
     p.add_argument("--requests", type=int, default=2, help="requests per client (sequential)")
     p.add_argument("--prompt-tokens", type=int, default=40, help="prompt length (approximate)")

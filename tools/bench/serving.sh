@@ -24,7 +24,10 @@
 #           and a short request (~40-token prompt, 16 tokens) sent 2 s into that prefill: its TTFT
 #   payoff  8K-token prompts under a KV budget of two full-KV requests, 8 clients, one request
 #           each, per pipeline (full, snapkv, chunkkv, gemfilter, ilre, spts): how many decode at
-#           once, requests per minute, output tok/s (siftd only: llama-server has no such budget)
+#           once, requests per minute, output tok/s, the most KV budget reserved at once (siftd
+#           only: llama-server has no such budget). A pipeline written NAME@by-layer runs NAME
+#           with {"prefill": {"select_by_layer": true}} (the select stage compresses each layer
+#           inside the prefill; snapkv, chunkkv, pyramidkv, h2o, streamingllm)
 # --quick: N = 1,4 and 1 request per client (a smoke run; no document unless --out is given).
 # --append: add to the raw results of an earlier run instead of starting them anew (the report
 #           is rendered from all of them).
@@ -218,12 +221,15 @@ if [[ ",$PARTS," == *,payoff,* ]]; then
   # Two full-KV requests of 8,000 prompt + 64 generated tokens: 2 x 8,064 x 23,760 bytes.
   budget=$((2 * 8064 * 23760))
   IFS=, read -r -a PAYOFF_LIST <<< "$PAYOFF"
-  for p in "${PAYOFF_LIST[@]}"; do
-    log "payoff: 8K prompts, KV budget $budget bytes, pipeline $p"
+  for entry in "${PAYOFF_LIST[@]}"; do
+    p="${entry%@by-layer}"
+    params=()
+    [[ "$entry" == *@by-layer ]] && params=(--sift-params '{"prefill": {"select_by_layer": true}}')
+    log "payoff: 8K prompts, KV budget $budget bytes, pipeline $entry"
     start_siftd --n-ctx 10000 --kv-budget "$budget"
-    bench payoff --server siftd --model "$p" --clients 8 --requests 1 --prompt-tokens 8000 --max-tokens 64
-    python3 -c "import json,sys; print(json.dumps({'part':'payoff_batch','model':sys.argv[1],'max_rows':float(sys.argv[2] or 0),'kv_budget_bytes':int(sys.argv[3])}))" \
-      "$p" "$(metric sift_batch_max_rows)" "$budget" >> "$JSONL"
+    bench payoff --server siftd --model "$p" "${params[@]}" --clients 8 --requests 1 --prompt-tokens 8000 --max-tokens 64
+    python3 -c "import json,sys; print(json.dumps({'part':'payoff_batch','model':sys.argv[1],'max_rows':float(sys.argv[2] or 0),'kv_budget_bytes':int(sys.argv[3]),'kv_reserved_peak_bytes':int(float(sys.argv[4] or 0)),'by_layer':sys.argv[5]=='1'}))" \
+      "$p" "$(metric sift_batch_max_rows)" "$budget" "$(metric sift_kv_reserved_peak_bytes)" "$([[ "$entry" == *@by-layer ]] && echo 1 || echo 0)" >> "$JSONL"
   done
 fi
 stop_server

@@ -190,16 +190,24 @@ def main():
         md += ["", "## What compression buys in serving", "",
                "8 clients, one request each, ~8,000-token prompts, 64 generated tokens, siftd with "
                "a KV budget that holds two full-KV requests (`--kv-budget` = 2 x 8,064 tokens x "
-               "23,760 bytes). *At once*: the most requests one decode step carried.", "",
-               "| pipeline | at once | requests/min | output tok/s | TTFT p50 ms | errors |",
-               "|---|---|---|---|---|---|"]
+               "23,760 bytes). *At once*: the most requests one decode step carried; *KV reserved*: "
+               "the most budget held at once (`sift_kv_reserved_peak_bytes`). *(by layer)*: "
+               "`{\"prefill\": {\"select_by_layer\": true}}`, the select stage compresses each "
+               "layer inside the prefill.", "",
+               "| pipeline | at once | requests/min | output tok/s | TTFT p50 ms | KV reserved MiB | errors |",
+               "|---|---|---|---|---|---|---|"]
         out = []
         for r in pay:
-            rows_max = next((x["max_rows"] for x in rows
-                             if x.get("part") == "payoff_batch" and x.get("model") == r["model"]), None)
-            out.append(dict(r, max_rows=rows_max))
-            md.append(f"| {r['model']} | {fmt(rows_max, 0)} | {fmt(r['requests_per_min'])} | "
-                      f"{fmt(r['output_tok_per_s'])} | {fmt(r['ttft_ms_p50'], 0)} | {r['errors']} |")
+            by_layer = bool(((r.get("sift_params") or {}).get("prefill") or {}).get("select_by_layer"))
+            batch = next((x for x in rows if x.get("part") == "payoff_batch"
+                          and x.get("model") == r["model"] and bool(x.get("by_layer")) == by_layer), {})
+            rows_max = batch.get("max_rows")
+            peak = batch.get("kv_reserved_peak_bytes")
+            out.append(dict(r, max_rows=rows_max, by_layer=by_layer, kv_reserved_peak_bytes=peak))
+            name = r["model"] + (" (by layer)" if by_layer else "")
+            md.append(f"| {name} | {fmt(rows_max, 0)} | {fmt(r['requests_per_min'])} | "
+                      f"{fmt(r['output_tok_per_s'])} | {fmt(r['ttft_ms_p50'], 0)} | "
+                      f"{fmt(peak / 2**20 if peak else None, 0)} | {r['errors']} |")
         summary["parts"]["payoff"] = out
 
     root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
