@@ -342,6 +342,30 @@ class TaskOrder {
   std::vector<std::string> order_;
 };
 
+// Holds the loop in a task until Release(), so that the tasks handed over meanwhile all wait.
+class LoopBlocker {
+ public:
+  explicit LoopBlocker(BatchEngine& engine)
+      : thread_([this, &engine] {
+          engine.RunExclusive([this] {
+            blocking_ = true;
+            while (!release_) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+          });
+        }) {
+    while (!blocking_) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  }
+  ~LoopBlocker() { Release(); }
+  void Release() {
+    release_ = true;
+    if (thread_.joinable()) thread_.join();
+  }
+
+ private:
+  std::atomic<bool> blocking_{false};
+  std::atomic<bool> release_{false};
+  std::thread thread_;  // last: started once the flags exist
+};
+
 // Hands `work` over from a new thread and returns once the engine counts it as waiting, so the
 // threads' tasks arrive in the order of the calls.
 std::thread HandOver(BatchEngine& engine, TaskOrder& log, const std::string& name, int64_t work) {
@@ -422,20 +446,11 @@ TEST_F(BatchEngineFlowTest, SmallestWaitingTaskFirstAndNoneWaitsForever) {
   BatchEngine engine(model_);
   TaskOrder log;
   const int smalls = BatchEngine::kMaxBypass + 2;
-  std::atomic<bool> blocking{false};
-  std::atomic<bool> release{false};
-  std::thread blocker([&] {
-    engine.RunExclusive([&] {
-      blocking = true;
-      while (!release) std::this_thread::sleep_for(std::chrono::milliseconds(1));
-    });
-  });
-  while (!blocking) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  LoopBlocker blocker(engine);
   std::vector<std::thread> callers;
   callers.push_back(HandOver(engine, log, "big", 1000));
   for (int i = 0; i < smalls; ++i) callers.push_back(HandOver(engine, log, "small", 10));
-  release = true;
-  blocker.join();
+  blocker.Release();
   for (std::thread& t : callers) t.join();
   std::vector<std::string> expected(BatchEngine::kMaxBypass, "small");
   expected.push_back("big");
@@ -479,20 +494,12 @@ size_t IndexOf(const std::vector<std::string>& order, const std::string& entry) 
 TEST_F(BatchEngineFlowTest, InStepsTasksOfASizeRunSideBySide) {
   BatchEngine engine(model_);
   TaskOrder log;
-  std::atomic<bool> blocking{false}, release{false};
-  std::thread blocker([&] {
-    engine.RunExclusive([&] {
-      blocking = true;
-      while (!release) std::this_thread::sleep_for(std::chrono::milliseconds(1));
-    });
-  });
-  while (!blocking) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  LoopBlocker blocker(engine);
   std::vector<std::thread> callers;
   for (const char* name : {"a", "b", "c"}) {
     callers.push_back(HandOverStepped(engine, Stepped(engine, log, name, 20), 1000));
   }
-  release = true;
-  blocker.join();
+  blocker.Release();
   for (std::thread& t : callers) t.join();
   const std::vector<std::string> order = log.order();
   ASSERT_EQ(order.size(), 60u);
@@ -544,14 +551,7 @@ TEST_F(BatchEngineFlowTest, AShortInStepsTaskGoesFirstAndALateOneWaits) {
 TEST_F(BatchEngineFlowTest, AStepsExceptionReachesItsOwnCaller) {
   BatchEngine engine(model_);
   TaskOrder log;
-  std::atomic<bool> blocking{false}, release{false};
-  std::thread blocker([&] {
-    engine.RunExclusive([&] {
-      blocking = true;
-      while (!release) std::this_thread::sleep_for(std::chrono::milliseconds(1));
-    });
-  });
-  while (!blocking) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  LoopBlocker blocker(engine);
   bool threw = false;
   std::thread failing = HandOverStepped(
       engine,
@@ -566,8 +566,7 @@ TEST_F(BatchEngineFlowTest, AStepsExceptionReachesItsOwnCaller) {
       },
       1000);
   std::thread fine = HandOverStepped(engine, Stepped(engine, log, "g", 20), 1000);
-  release = true;
-  blocker.join();
+  blocker.Release();
   failing.join();
   fine.join();
   EXPECT_TRUE(threw);

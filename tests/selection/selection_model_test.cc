@@ -90,6 +90,12 @@ RequestState Prefill(const Model& model, RequestPlan plan, bool context_only = f
   return s;
 }
 
+// `params` with every key of `common` set to common's value.
+json Merged(json params, const json& common) {
+  params.update(common);
+  return params;
+}
+
 // A context with a prefix cache, as siftd offers the stages it runs in process.
 class CachingContext : public testing::TestContext {
  public:
@@ -308,11 +314,7 @@ TEST(AlwaysKept, EachSelectionPipelineKeepsTheQuestionWindowAndSinks) {
       "Read the text above carefully and tell me which secret word the lighthouse keeper's "
       "book mentions; answer with that single word only, without any explanation or any other "
       "words at all.";
-  const json tiny = {{"budget", 1}, {"floor", 0}};
-  auto with = [&](json extra) {
-    extra.update(tiny);
-    return extra;
-  };
+  auto with = [](json extra) { return Merged(std::move(extra), {{"budget", 1}, {"floor", 0}}); };
   struct Case {
     std::string pipeline;
     std::function<std::unique_ptr<SelectStageBase>()> make;
@@ -397,11 +399,7 @@ TEST(ByLayer, EverySelectionEqualsTheWholePromptsAndHoldsLess) {
   REQUIRE_MODEL();
   const Model& model = *TheModel();
   const int64_t layers = model.config().num_layers;
-  const json small = {{"budget", 40}, {"floor", 0}};
-  auto with = [&](json extra) {
-    extra.update(small);
-    return extra;
-  };
+  auto with = [](json extra) { return Merged(std::move(extra), {{"budget", 40}, {"floor", 0}}); };
   struct Case {
     std::string name;
     std::function<std::unique_ptr<SelectStageBase>()> make;
