@@ -220,6 +220,12 @@ void CatalogBackend::Execute(const std::shared_ptr<LiveRequest>& request, ReplyS
   } catch (const std::exception& e) {
     status = Status(StatusCode::kInternal, "internal", e.what());
   }
+  // The request's cache and KV reservation go back before its answer does, so that a client
+  // that reads /metrics once it has its answer sees them released.
+  const auto release = [&] {
+    state.cache.reset();
+    reservation.Reset();
+  };
   if (cancelled_queued) {
     sink.SendTerminal(request,
                       Terminal::Error(g.id, request->CancelStatus(), {{"stage", "queued"}}));
@@ -234,6 +240,7 @@ void CatalogBackend::Execute(const std::shared_ptr<LiveRequest>& request, ReplyS
   if (cancelled || status.code() == StatusCode::kCancelled ||
       status.code() == StatusCode::kDeadlineExceeded) {
     const Status why = request->Cancelled() ? request->CancelStatus() : status;
+    release();
     sink.SendTerminal(request, Terminal::Error(g.id, why, PartialDetails(context, "running")));
     return;
   }
@@ -242,11 +249,13 @@ void CatalogBackend::Execute(const std::shared_ptr<LiveRequest>& request, ReplyS
       LogError("pipeline_failed",
                {{"req", g.id}, {"pipeline", g.pipeline}, {"error", status.ToString()}});
     }
+    release();
     sink.SendTerminal(request, Terminal::Error(g.id, status));
     return;
   }
   FinalReport report = MakeReport(*request, state, context, *model_, started, clamped);
   report.kept = std::move(kept);
+  release();
   sink.SendTerminal(request, Terminal::Final(g.id, g.pipeline, std::move(report)));
 }
 
