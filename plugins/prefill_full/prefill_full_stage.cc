@@ -94,14 +94,12 @@ Status PrefillFullStage::RunByLayer(const Model& model, RequestState& state,
   const int64_t chunk = ChunkRows(n, context);
   const int64_t chunks = (n + chunk - 1) / chunk;
   const int64_t total_steps = layers * chunks;
-  const at::Tensor ids = at::tensor(std::vector<int64_t>(state.tokens.begin(), state.tokens.end()),
-                                    at::kLong);  // host: token ids (as Model::Forward)
   std::vector<at::Tensor> x, positions;
   std::vector<RopeTables> rope;
   for (int64_t c0 = 0; c0 < n; c0 += chunk) {
     const int64_t c1 = std::min(n, c0 + chunk);
     positions.push_back(at::arange(c0, c1, at::kLong));  // host: positions
-    x.push_back(model.Embed(ids.slice(0, c0, c1)));
+    x.push_back(model.EmbedTokens(state.tokens, c0, c1));
     rope.push_back(model.Rope(positions.back()));
   }
   AttentionOptions attention;

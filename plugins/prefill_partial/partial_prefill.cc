@@ -29,13 +29,11 @@ bool PartialPrefill(const Model& model, const std::vector<TokenId>& tokens,
   AttentionOptions attention;
   attention.block_size = options.block_size;
 
-  // Token ids and RoPE positions live on the host (sift/model.h); Embed moves the ids over.
+  // RoPE positions live on the host (sift/model.h).
   const at::TensorOptions host_options = at::TensorOptions().dtype(at::kLong).device(at::kCPU);
-  const at::Tensor ids =
-      at::tensor(std::vector<int64_t>(tokens.begin() + begin, tokens.end()), host_options);
   const at::Tensor positions = at::arange(begin, n, host_options);
   const int64_t rows = n - begin;
-  at::Tensor x = model.Embed(ids);
+  at::Tensor x = model.EmbedTokens(tokens, begin, n);
   for (int64_t layer = 0; layer < last; ++layer) {
     if (options.cancelled && options.cancelled()) return false;
     if (options.progress) options.progress(layer, last + 1);

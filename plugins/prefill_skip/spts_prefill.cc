@@ -15,11 +15,10 @@ bool SptsPrefill(const Model& model, const std::vector<TokenId>& tokens,
   const int64_t n = static_cast<int64_t>(tokens.size());
   const int64_t layers = model.config().num_layers;
   const std::vector<SptsLayerPlan> plans = SptsSchedule::Make(options.settings, layers, n);
-  // Token ids and RoPE positions live on the host (sift/model.h); Embed moves the ids over.
+  // RoPE positions live on the host (sift/model.h).
   const at::TensorOptions host_options = at::TensorOptions().dtype(at::kLong).device(at::kCPU);
-  at::Tensor ids = at::tensor(std::vector<int64_t>(tokens.begin(), tokens.end()), host_options);
   at::Tensor positions = at::arange(n, host_options);
-  at::Tensor x = model.Embed(ids);
+  at::Tensor x = model.EmbedTokens(tokens, 0, n);
   for (int64_t l = 0; l < layers; ++l) {
     if (options.cancelled && options.cancelled(l, layers)) return false;
     const SptsLayerPlan& plan = plans[l];

@@ -96,8 +96,7 @@ bool StreamingForward(const Model& model, const std::vector<TokenId>& tokens, in
   int64_t step = 0;
   for (const auto& [c0, c1] : chunks) {
     const at::Tensor positions = at::arange(c0, c1, host_options);
-    at::Tensor x = model.Embed(
-        at::tensor(std::vector<int64_t>(tokens.begin() + c0, tokens.begin() + c1), host_options));
+    at::Tensor x = model.EmbedTokens(tokens, c0, c1);
     for (int64_t l = 0; l < layers; ++l, ++step) {
       if (options.cancelled && options.cancelled()) return false;
       if (options.progress) options.progress(step, total);
@@ -173,9 +172,8 @@ bool StreamingPrefill(const Model& model, const std::vector<TokenId>& tokens,
   for (const auto& [c0, c1] : segments) {
     const bool is_query = c0 == ctx;
     if (c1 <= c0) continue;
-    std::vector<int64_t> ids(tokens.begin() + c0, tokens.begin() + c1);
     const at::Tensor positions = at::arange(c0, c1, host_options);
-    at::Tensor x = model.Embed(at::tensor(ids, host_options));
+    at::Tensor x = model.EmbedTokens(tokens, c0, c1);
     for (int64_t l = 0; l <= last; ++l, ++step) {
       if (options.cancelled && options.cancelled()) return false;
       if (options.progress) options.progress(step, total);

@@ -142,6 +142,10 @@ class BatchEngine final : public BatchDecoder {
   // Removes and returns the waiting task to start next, of at most `max_work` (its size; unknown
   // sizes only when max_work is INT64_MAX), or nullptr.
   Task* TakeTask(int64_t max_work) SIFT_REQUIRES(mu_);
+  // Removes and returns a waiting task of at most half the work of the innermost running one, to
+  // run inside it (Yield() and RunSteps()), or nullptr when none may start (kMaxNesting,
+  // kMaxBypass). Counts it in tasks_nested.
+  Task* TakeShorterTask() SIFT_REQUIRES(mu_);
   void RunTask(Task& task) SIFT_EXCLUDES(mu_);
   // Tasks running that are not in steps (kMaxNesting bounds them; kMaxInterleaved the others).
   int NestedTasks() const;

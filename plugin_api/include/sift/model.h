@@ -162,7 +162,9 @@ class Model {
   KvCacheShape CacheShape() const;
 
   // ---- building blocks ----
-  at::Tensor Embed(const at::Tensor& ids) const;                  // [n] -> x [n, hidden]
+  at::Tensor Embed(const at::Tensor& ids) const;  // [n] -> x [n, hidden]
+  // Embed of tokens[begin, end) (token ids are host data; they go to the device once).
+  at::Tensor EmbedTokens(const std::vector<TokenId>& tokens, int64_t begin, int64_t end) const;
   at::Tensor AttnNorm(int64_t layer, const at::Tensor& x) const;  // -> [n, hidden] dtype
   at::Tensor FfnNorm(int64_t layer, const at::Tensor& x) const;
   struct Qkv {

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <exception>
 #include <map>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -67,14 +68,22 @@ void SelectStageBase::TakeLayerOffer(const Model* model, int64_t num_layers,
   }
   if (peak >= n * num_layers) return;  // it keeps (nearly) everything: nothing to save
   plan.kv_peak_entries = peak;
-  plan.select_layer = [this, model](int64_t layer, RequestState& state) {
-    return SelectLayer(model, layer, state);
+  // The shape is computed once per request, from the prompt the prefill actually holds.
+  plan.select_layer = [this, model, shape = std::optional<SelectionShape>()](
+                          int64_t layer, RequestState& state) mutable {
+    const int64_t tokens = static_cast<int64_t>(state.tokens.size());
+    if (!shape || shape->n != tokens || shape->question_begin != state.question_begin) {
+      shape = Shape(state.cache->num_layers(), tokens, state.question_begin);
+    }
+    return SelectLayer(model, layer, *shape, state);
   };
 }
 
 SelectStageBase::SelectionShape SelectStageBase::Shape(int64_t num_layers, int64_t n,
                                                        int64_t question_begin) const {
   SelectionShape shape;
+  shape.n = n;
+  shape.question_begin = question_begin;
   const int64_t qb = std::clamp<int64_t>(question_begin, 0, n);
   shape.context_only = !query_aware_ && qb > 0 && qb < n;
   shape.n_c = shape.context_only ? qb : n;
@@ -90,7 +99,8 @@ SelectStageBase::SelectionShape SelectStageBase::Shape(int64_t num_layers, int64
   return shape;
 }
 
-Status SelectStageBase::SelectLayer(const Model* model, int64_t layer, RequestState& state) const {
+Status SelectStageBase::SelectLayer(const Model* model, int64_t layer, const SelectionShape& shape,
+                                    RequestState& state) const {
   KvCache& cache = *state.cache;
   const int64_t n = static_cast<int64_t>(state.tokens.size());
   if (cache.size(layer) != n) {
@@ -98,7 +108,6 @@ Status SelectStageBase::SelectLayer(const Model* model, int64_t layer, RequestSt
                   "select needs the layer to hold the whole prompt (layer " +
                       std::to_string(layer) + " holds " + std::to_string(cache.size(layer)) + ")");
   }
-  const SelectionShape shape = Shape(cache.num_layers(), n, state.question_begin);
   const int64_t heads = cache.shape().num_kv_heads;
   const at::TensorOptions index_options =
       at::TensorOptions().dtype(at::kLong).device(cache.shape().device);

@@ -131,15 +131,18 @@ class SelectStageBase : public Stage {
   static constexpr const char* kContextStateVariant = "context";
   // What an n-token prompt with its question at question_begin is compressed to.
   struct SelectionShape {
+    int64_t n = 0;                 // the prompt's tokens
+    int64_t question_begin = 0;    // as given (RequestState::question_begin)
     bool context_only = false;     // step 1: only the context tokens are compressible
     int64_t n_c = 0;               // the compressible span [0, n_c)
     int64_t question_kept = 0;     // question tokens always kept (step 3)
     std::vector<int64_t> budgets;  // per layer (step 2), at least the hard minimum
   };
   SelectionShape Shape(int64_t num_layers, int64_t n, int64_t question_begin) const;
-  // Steps 2-4 for one layer of a query-aware selection (plan.select_layer), its statistics in
-  // state.layer_stats[layer] (erased after).
-  Status SelectLayer(const Model* model, int64_t layer, RequestState& state) const;
+  // Steps 2-4 for one layer of a query-aware selection (plan.select_layer) shaped by `shape`
+  // (Shape() of the request's prompt), its statistics in state.layer_stats[layer] (erased after).
+  Status SelectLayer(const Model* model, int64_t layer, const SelectionShape& shape,
+                     RequestState& state) const;
   // Whether state.plan.context_state is this stage's (and the host's prefix cache is at hand).
   bool NamedContextState(const RequestState& state, StageContext& context) const;
   // The request's prefill served the context state: kept indices from its positions, then the

@@ -132,19 +132,24 @@ int BatchEngine::NestedTasks() const {
 void BatchEngine::Yield() {
   if (!OnLoopThread()) return;
   if (std::chrono::steady_clock::now() - last_step_end_ >= options_.decode_interval) Step();
-  if (running_.empty() || NestedTasks() >= kMaxNesting) return;
-  Task& current = *running_.back();
-  if (current.work <= 0) return;
   Task* shorter = nullptr;
   {
     MutexLock lock(mu_);
-    if (current.bypassed >= kMaxBypass) return;
-    shorter = TakeTask(current.work / 2);
-    if (shorter == nullptr) return;
+    shorter = TakeShorterTask();
+  }
+  if (shorter != nullptr) RunTask(*shorter);  // to its end; then the running task goes on
+}
+
+BatchEngine::Task* BatchEngine::TakeShorterTask() {
+  if (running_.empty() || NestedTasks() >= kMaxNesting) return nullptr;
+  Task& current = *running_.back();
+  if (current.work <= 0 || current.bypassed >= kMaxBypass) return nullptr;
+  Task* shorter = TakeTask(current.work / 2);
+  if (shorter != nullptr) {
     ++current.bypassed;
     ++stats_.tasks_nested;
   }
-  RunTask(*shorter);  // to its end; then this task goes on
+  return shorter;
 }
 
 void BatchEngine::RunSteps(const std::function<bool()>& step, int64_t total_steps) {
@@ -170,12 +175,8 @@ void BatchEngine::RunSteps(const std::function<bool()>& step, int64_t total_step
       start = TakeInterleavedTask();
       if (start != nullptr) {
         ++stats_.tasks_interleaved;
-      } else if (NestedTasks() < kMaxNesting && running_.back()->bypassed < kMaxBypass) {
-        start = TakeTask(running_.back()->work / 2);
-        if (start != nullptr) {
-          ++running_.back()->bypassed;
-          ++stats_.tasks_nested;
-        }
+      } else {
+        start = TakeShorterTask();
       }
     }
     if (start != nullptr) RunTask(*start);

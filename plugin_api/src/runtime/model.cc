@@ -225,6 +225,16 @@ at::Tensor Model::Embed(const at::Tensor& ids) const {
   return weights_.embed.index_select(0, ids.to(options_.device, at::kLong)).to(at::kFloat);
 }
 
+at::Tensor Model::EmbedTokens(const std::vector<TokenId>& tokens, int64_t begin,
+                              int64_t end) const {
+  SIFT_CHECK(0 <= begin && begin <= end && end <= static_cast<int64_t>(tokens.size()),
+             "EmbedTokens: rows [", begin, ", ", end, ") of ", tokens.size(), " tokens");
+  const at::Tensor ids =
+      at::tensor(std::vector<int64_t>(tokens.begin() + begin, tokens.begin() + end),
+                 at::kLong);  // host: token ids
+  return Embed(ids);
+}
+
 bool Model::UseCpuKernels(const at::Tensor& t) const {
   return options_.cpu_kernels && t.is_cpu() && t.scalar_type() == at::kFloat && t.is_contiguous();
 }
@@ -624,14 +634,12 @@ at::Tensor Model::Forward(const std::vector<TokenId>& ids, int64_t start_positio
   const int64_t n = static_cast<int64_t>(ids.size());
   const int64_t chunk = options.chunk_size > 0 ? options.chunk_size : n;
   for (int64_t l = 0; l < config().num_layers; ++l) cache.Reserve(l, n);
-  at::Tensor all_ids =
-      at::tensor(std::vector<int64_t>(ids.begin(), ids.end()), at::kLong);  // host: token ids
   at::Tensor last;
   for (int64_t c0 = 0; c0 < n; c0 += chunk) {
     const int64_t c1 = std::min(n, c0 + chunk);
     at::Tensor positions =
         at::arange(start_position + c0, start_position + c1, at::kLong);  // host: positions
-    at::Tensor x = Embed(all_ids.slice(0, c0, c1));
+    at::Tensor x = EmbedTokens(ids, c0, c1);
     x = RunLayers(0, config().num_layers, x, positions, &cache, options);
     last = x.slice(0, x.size(0) - 1, x.size(0));
   }
