@@ -10,7 +10,8 @@
 //                                       (StageContext::slice_tokens(), siftd's
 //                                       --prefill-chunk), or the whole prompt at once when it has
 //                                       none (request: 0 or >= 64)
-//   block_size  int in [1, 65536], 256  attention query block size (memory vs speed)
+//   block_size  int in [1, 65536], 256  least rows per attention query block (LibTorch path;
+//   sift/attention.h)
 //                                       (request: >= 64)
 //   prefix_cache  bool, default true    use the host's prefix cache (StageContext::
 //                                       prefix_cache()): start from the KV of the longest cached

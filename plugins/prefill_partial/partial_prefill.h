@@ -33,7 +33,7 @@
 namespace sift::plugins {
 
 struct PartialPrefillOptions {
-  int64_t block_size = 256;  // attention query block
+  int64_t block_size = 256;  // AttentionOptions::block_size
   KvCache* cache = nullptr;  // optional: R + 1 layers, the first `cached` entries of each filled
   int64_t cached = 0;        // prompt tokens already in `cache` (only the rest runs)
   std::function<bool()> cancelled;

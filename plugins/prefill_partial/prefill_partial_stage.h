@@ -8,8 +8,8 @@
 // prefill must follow); prompt_length is set if unset.
 //
 // Parameters:
-//   block_size    int in [1, 65536], default 256   attention query block
-//   prefix_cache  bool, default true               use the host's prefix cache
+//   block_size    int in [1, 65536], default 256   least rows per attention query block
+//   (sift/attention.h) prefix_cache  bool, default true               use the host's prefix cache
 //                                                  (StageContext::prefix_cache())
 //
 // With the host's prefix cache the pass keeps the KV of layers 0..r while it runs, starts from

@@ -22,7 +22,7 @@
 //   reference_length int, default 8192   the prompt length the budgets are written for
 //   ltp          bool, default true      FFN skipping with the proxy (false: FFN on all candidates)
 //   msdp         bool, default true      prune candidates at stage ends
-//   block_size   int in [1, 65536], 256  attention query block size
+//   block_size   int in [1, 65536], 256  least rows per attention query block (sift/attention.h)
 //   floor        int >= 0, default 128   the compression floor (spts_schedule.h): a prompt of at
 //                                        most `floor` tokens is prefilled densely (as
 //                                        prefill_full), and no stage keeps fewer tokens

@@ -24,11 +24,11 @@
 //   sink                int in [0, 65536], default 4
 //   window              int in [1, 1048576], default 512
 //   chunk               int in [1, 1048576], default 1024 (the first chunk gets `sink` more)
-//   block_size          int in [1, 65536], default 256    attention query block
-//   include_query_keys  bool, default false   softmax over context + query keys (else context)
-//   fallback_query      int in [1, 4096], default 32
-//   mode                "retrieval" (default) or "full" (above)
-//   prefix_cache        bool, default true   with the host's prefix cache: retrieval mode starts
+//   block_size          int in [1, 65536], default 256    least rows per attention query block
+//   (sift/attention.h) include_query_keys  bool, default false   softmax over context + query keys
+//   (else context) fallback_query      int in [1, 4096], default 32 mode                "retrieval"
+//   (default) or "full" (above) prefix_cache        bool, default true   with the host's prefix
+//   cache: retrieval mode starts
 //                       from a cached prefix of the context and stores this prompt's layers 0..R
 //                       (memory: R + 1 layers of the prompt's KV during the pass); full mode
 //                       starts from and stores rolling states (docs/context-cache.md)

@@ -54,7 +54,7 @@ struct StreamingPrefillOptions {
   int64_t sink = 4;                 // S: Λ-mask sink entries
   int64_t window = 512;             // W: Λ-mask recent entries
   int64_t chunk = 1024;             // context rows per chunk (the first chunk gets `sink` more)
-  int64_t block_size = 256;         // attention query block
+  int64_t block_size = 256;         // AttentionOptions::block_size
   bool include_query_keys = false;  // softmax over context + query keys (else context only)
   int64_t fallback_query = 32;  // query rows taken from the prompt's end when there is no question
   KvCache* archive = nullptr;   // not owned; R + 1 layers; receives every row's KV (see above)

@@ -16,6 +16,7 @@ TEST(LambdaAttention, MatchesDenseReferenceAndTrimmedKeys) {
   const at::Tensor pos = at::arange(n, at::kLong);
   AttentionOptions o;
   o.block_size = 7;
+  o.block_bytes = 0;  // exactly block_size rows
   o.sink = 2;
   o.window = 5;
   const at::Tensor blocked = Attention(q, k, v, pos, pos, o);

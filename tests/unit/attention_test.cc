@@ -50,10 +50,14 @@ void ExpectClose(const at::Tensor& a, const at::Tensor& b, double tol) {
 TEST(AttentionTest, BlockedMatchesDenseForEveryBlockSize) {
   Inputs in = MakeInputs(37, 37, 6, 2, 16, 1);
   for (int64_t block : {1, 5, 16, 37, 256}) {
-    AttentionOptions o;
-    o.block_size = block;
-    ExpectClose(Attention(in.q, in.k, in.v, in.q_pos, in.k_pos, o),
-                AttentionReference(in.q, in.k, in.v, in.q_pos, in.k_pos, o), 1e-5);
+    // Exactly `block` rows, and blocks grown to the byte budget (here the whole prompt).
+    for (int64_t bytes : {int64_t{0}, AttentionOptions().block_bytes}) {
+      AttentionOptions o;
+      o.block_size = block;
+      o.block_bytes = bytes;
+      ExpectClose(Attention(in.q, in.k, in.v, in.q_pos, in.k_pos, o),
+                  AttentionReference(in.q, in.k, in.v, in.q_pos, in.k_pos, o), 1e-5);
+    }
   }
 }
 
@@ -61,6 +65,7 @@ TEST(AttentionTest, QueriesContinuingAfterACachedPrefix) {
   Inputs in = MakeInputs(9, 40, 4, 4, 8, 2);  // 31 cached keys, 9 new queries (MHA)
   AttentionOptions o;
   o.block_size = 4;
+  o.block_bytes = 0;  // exactly block_size rows
   ExpectClose(Attention(in.q, in.k, in.v, in.q_pos, in.k_pos, o),
               AttentionReference(in.q, in.k, in.v, in.q_pos, in.k_pos, o), 1e-5);
 }
@@ -69,6 +74,7 @@ TEST(AttentionTest, LambdaMaskMatchesDense) {
   Inputs in = MakeInputs(50, 50, 6, 3, 8, 3);
   AttentionOptions o;
   o.block_size = 7;
+  o.block_bytes = 0;  // exactly block_size rows
   o.sink = 4;
   o.window = 8;
   at::Tensor out = Attention(in.q, in.k, in.v, in.q_pos, in.k_pos, o);
@@ -96,6 +102,7 @@ TEST(AttentionTest, Bf16StaysCloseToFp32) {
   Inputs in = MakeInputs(64, 64, 9, 3, 64, 5);
   AttentionOptions o;
   o.block_size = 16;
+  o.block_bytes = 0;  // exactly block_size rows
   at::Tensor ref = AttentionReference(in.q, in.k, in.v, in.q_pos, in.k_pos, o);
   at::Tensor out = Attention(in.q.to(at::kBFloat16), in.k.to(at::kBFloat16), in.v.to(at::kBFloat16),
                              in.q_pos, in.k_pos, o);
@@ -107,7 +114,8 @@ TEST(AttentionTest, Bf16StaysCloseToFp32) {
 TEST(AttentionTest, StatisticsMatchDenseProbabilities) {
   Inputs in = MakeInputs(30, 30, 6, 2, 8, 6);
   AttentionOptions o;
-  o.block_size = 8;  // the window straddles two blocks
+  o.block_size = 8;   // the window straddles two blocks
+  o.block_bytes = 0;  // exactly block_size rows
   AttentionStatsRequest r;
   r.window = 11;
   r.last_query = true;
@@ -161,9 +169,9 @@ TEST(AttentionTest, StatisticsDoNotDependOnTheOutputKernel) {
   EXPECT_TRUE(at::equal(out_b, Attention(in.q, in.k, in.v, in.q_pos, in.k_pos, torch_ops)));
 }
 
-// On CUDA (skipped elsewhere): a whole bf16 prompt runs LibTorch's causal SDPA (the flash
-// kernel) and the statistics come from the second pass; both agree with the CPU's computation
-// of the same bf16 inputs (different GEMMs: close, not bit-equal).
+// On CUDA (skipped elsewhere): a whole bf16 prompt runs LibTorch's flash kernel, the column sums
+// come from its log-sum-exps and the other statistics from the second pass; all agree with the
+// CPU's computation of the same bf16 inputs (different GEMMs: close, not bit-equal).
 TEST(AttentionTest, CudaStatisticsMatchTheCpu) {
   if (!at::hasCUDA()) GTEST_SKIP() << "no CUDA device";
   Inputs in = MakeInputs(1000, 1000, 9, 3, 64, 9);
@@ -189,6 +197,11 @@ TEST(AttentionTest, CudaStatisticsMatchTheCpu) {
   const at::Tensor top_gpu = std::get<1>(gpu.window_sum.sum(0).cpu().topk(64));
   const int64_t common = at::isin(top_gpu, top_cpu).sum().item<int64_t>();
   EXPECT_GE(common, 60);
+  // H2O's signal too: on CUDA its column sums come from the flash kernel's log-sum-exps
+  // (runtime/column_sums.h), on the CPU from the blocked pass.
+  const at::Tensor col_cpu = std::get<1>(cpu.column_sum.sum(0).topk(64));
+  const at::Tensor col_gpu = std::get<1>(gpu.column_sum.sum(0).cpu().topk(64));
+  EXPECT_GE(at::isin(col_gpu, col_cpu).sum().item<int64_t>(), 60);
 }
 
 TEST(AttentionTest, RejectsMismatchedShapes) {

@@ -57,6 +57,9 @@ void AddCommonOptions(cli::CommandLine* cl) {
   AddValue(&where, "dtype", "bf16|fp32", "the model's dtype (siftd's --dtype)");
   AddValue(&where, "device", "cpu|cuda", "the model's device (siftd's --device)");
   AddValue(&where, "threads", "N", "intra-op threads (siftd's --threads)");
+  AddValue(&where, "kernels", "auto|torch",
+           "--in-process: auto (sift's CPU kernels where they apply) or torch (LibTorch "
+           "operators only: the sequence a GPU runs, for ops counts on the CPU)");
   AddValue(&where, "siftd", "PATH", "--spawn: the siftd binary (default this build's)");
   AddValue(&where, "siftd-arg", "ARG", "--spawn: one more siftd argument (repeatable)");
   AddValue(&where, "plugins", "DIR", "plugin folder (default this build's plugins/)");
@@ -118,6 +121,9 @@ std::unique_ptr<Backend> MakeBackend(const Args& args, const Common& common, boo
     o.dtype = args.Get("dtype", "bf16");
     o.device = args.Get("device", "cpu");
     o.threads = static_cast<int>(args.Int("threads", 0));
+    const std::string kernels = args.Get("kernels", "auto");
+    if (kernels != "auto" && kernels != "torch") throw Error("--kernels must be auto or torch");
+    o.cpu_kernels = kernels == "auto";
     o.share_prefill = !args.Flag("no-share-prefill");
     o.count_ops = count_ops;
     return MakeInProcessBackend(o);

@@ -96,6 +96,7 @@ class InProcessBackend final : public Backend {
     mo.dtype = ParseDtype(options.dtype);
     mo.device = ParseDevice(options.device);
     mo.threads = options.threads;
+    mo.cpu_kernels = options.cpu_kernels;
     ConfigureThreads(options.threads);
     model_ = Model::Load(options.model, mo);
     daemon::CatalogOptions co;

@@ -34,6 +34,7 @@ struct InProcessOptions {
   std::string dtype = "bf16";
   std::string device = "cpu";  // cpu | cuda | cuda:N (sift::ParseDevice)
   int threads = 0;
+  bool cpu_kernels = true;  // false: LibTorch operators only (ModelOptions::cpu_kernels)
   bool share_prefill = true;
   // Count LibTorch operators and host reads (sift/op_counter.h) of the stages before the decode
   // stage ("prefill") and of the decode stage, into RunResult::stats (prefill_ops,

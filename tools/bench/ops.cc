@@ -54,7 +54,8 @@ int RunOps(int argc, char** argv) {
                       {"prompt", "needle task at 50 % depth"},
                       {"seed", common.seed},
                       {"dtype", args.Get("dtype", "bf16")},
-                      {"device", args.Get("device", "cpu")}};
+                      {"device", args.Get("device", "cpu")},
+                      {"kernels", args.Get("kernels", "auto")}};
   RunOptions ro;
   ro.max_tokens = max_tokens;
   ro.ignore_eos = true;

@@ -8,10 +8,12 @@
 // Two implementations, one contract. On the CPU (fp32/bf16, head dim 64 or 128) a tiled kernel
 // with an online softmax (the FlashAttention recurrence) never materialises scores: memory is
 // O(threads × tile). Elsewhere (CUDA, other shapes) LibTorch operators process queries in
-// blocks of `block_size`, so memory is O(H × block × n_keys). Softmax is computed in fp32.
+// blocks of at least `block_size` rows (AttentionOptions), so memory is O(H × block × n_keys).
+// Softmax is computed in fp32.
 // Statistics need normalised probabilities; they are computed by the blocked LibTorch path for
 // the query rows that feed them only (the last `window` rows, the last row, or all rows for
-// column sums).
+// column sums), except column sums of a whole bf16/fp16 prompt on CUDA, which come from the
+// flash kernel's log-sum-exps (docs/engine.md, "Attention").
 //
 // Positions are host metadata: q_pos and k_pos should be CPU tensors (every cache this runtime
 // builds keeps them there); device ones are copied to the host, which a GPU pays for with a
@@ -63,10 +65,14 @@ enum class AttentionKernel {
 
 struct AttentionOptions {
   AttentionKernel kernel = AttentionKernel::kAuto;
-  int64_t block_size = 256;  // queries per block (LibTorch path)
-  int64_t sink = 0;          // Λ mask: always-visible leading positions (0 with window 0 = off)
-  int64_t window = 0;        // Λ mask: recent positions visible (0 = unlimited)
-  double scale = 0.0;        // 0 -> 1/sqrt(head_dim)
+  // Queries per block on the LibTorch path, at least: a block takes more rows while its fp32
+  // scores ([Hq, rows, keys]) stay within block_bytes (fewer operators, each a launch on a GPU;
+  // 0: exactly block_size rows).
+  int64_t block_size = 256;
+  int64_t block_bytes = int64_t{64} << 20;
+  int64_t sink = 0;    // Λ mask: always-visible leading positions (0 with window 0 = off)
+  int64_t window = 0;  // Λ mask: recent positions visible (0 = unlimited)
+  double scale = 0.0;  // 0 -> 1/sqrt(head_dim)
   // Compute the products in fp32 even for bf16 inputs (CPUs without hardware bf16, where
   // emulated bf16 products are slower than fp32 ones). The result keeps q's dtype.
   bool upcast_fp32 = false;

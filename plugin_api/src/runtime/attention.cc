@@ -9,7 +9,9 @@
 #include <cstring>
 #include <limits>
 #include <mutex>
+#include <string>
 
+#include "column_sums.h"
 #include "cpu/flash_attention.h"
 #include "decode_attention.h"
 #include "sift/error.h"
@@ -201,6 +203,14 @@ void AccumulateStats(const AttentionStatsRequest& request, const at::Tensor& p, 
   }
 }
 
+// Query rows per block of the LibTorch path: options.block_size, or more while [hq, rows, nk]
+// fp32 scores fit options.block_bytes (a Λ-masked chunk of ILRe's streaming pass, about 1.5K
+// keys, then runs as one block instead of four).
+int64_t BlockRows(const AttentionOptions& options, int64_t hq, int64_t nk) {
+  const int64_t row_bytes = std::max<int64_t>(1, hq * nk * static_cast<int64_t>(sizeof(float)));
+  return std::max<int64_t>({1, options.block_size, options.block_bytes / row_bytes});
+}
+
 // LibTorch attention, blocked over queries [row_begin, nq): writes the output rows into `out`
 // when it is defined and accumulates the requested statistics. Positions are host tensors.
 void BlockedAttention(const at::Tensor& q_in, const at::Tensor& k_in, const at::Tensor& v_in,
@@ -215,7 +225,7 @@ void BlockedAttention(const at::Tensor& q_in, const at::Tensor& k_in, const at::
   const int64_t nq = q.size(0), hq = q.size(1), hd = q.size(2);
   const int64_t hkv = k.size(0), group = hq / hkv;
   const double scale = Scale(options, hd);
-  const int64_t block = std::max<int64_t>(1, options.block_size);
+  const int64_t block = BlockRows(options, hq, k.size(1));
   const bool lambda = options.window > 0;
   const at::Device device = q.device();
   const int64_t* qp = q_pos.data_ptr<int64_t>();  // host: positions
@@ -322,6 +332,58 @@ at::Tensor FusedAttention(const at::Tensor& q, const at::Tensor& k, const at::Te
   return out.view({hq, nq, hd}).permute({1, 0, 2}).to(q.scalar_type()).contiguous();
 }
 
+#if TORCH_VERSION_MAJOR >= 2 && (TORCH_VERSION_MAJOR > 2 || TORCH_VERSION_MINOR >= 1)
+// On CUDA, a whole bf16/fp16 prompt over a fresh cache: LibTorch's flash kernel gives the output
+// and every row's log-sum-exp, and H2O's column sums come from one more call of it
+// (column_sums.h) instead of the blocked pass over every query row. Returns false when the case
+// does not apply or the kernel refuses the inputs; the caller then takes the blocked pass.
+bool FlashWithColumnSums(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v,
+                         const at::Tensor& q_pos, const at::Tensor& k_pos,
+                         const AttentionOptions& options, at::Tensor* out, at::Tensor* column_sum) {
+  const int64_t nq = q.size(0), hq = q.size(1), hd = q.size(2);
+  const int64_t hkv = k.size(0), nk = k.size(1), group = hq / hkv;
+  const at::ScalarType dtype = k.scalar_type();
+  if (!q.is_cuda() || options.window > 0 || options.upcast_fp32 ||
+      (dtype != at::kBFloat16 && dtype != at::kHalf) || hd % 8 != 0 ||
+      hd + kColumnSumExtraDims > 256 || nq != nk || !IsDenseCausal(q_pos, k_pos)) {
+    return false;
+  }
+  ConfigureCudaSdpaOnce();
+  const double scale = Scale(options, hd);
+  // (output, log-sum-exp [B, H, n] fp32, ...) of LibTorch's flash kernel, causal from the top left.
+  const auto flash = [](const at::Tensor& qq, const at::Tensor& kk, const at::Tensor& vv,
+                        double s) {
+    return at::_scaled_dot_product_flash_attention(qq, kk, vv, 0.0, /*is_causal=*/true,
+                                                   /*return_debug_mask=*/false, s);
+  };
+  try {
+    const at::Tensor qh = AsType(q, dtype).permute({1, 0, 2}).reshape({hkv, group, nq, hd});
+    const auto forward = flash(qh, k.unsqueeze(1).expand({hkv, group, nk, hd}),
+                               v.unsqueeze(1).expand({hkv, group, nk, hd}), scale);
+    *column_sum = ColumnSumsFromLse(qh, k, std::get<1>(forward).narrow(2, 0, nq), scale,
+                                    [&](const at::Tensor& a, const at::Tensor& b, double s) {
+                                      return std::get<1>(flash(a, b, b, s));
+                                    });
+    *out = std::get<0>(forward)
+               .reshape({hq, nq, hd})
+               .permute({1, 0, 2})
+               .to(q.scalar_type())
+               .contiguous();
+    return true;
+  } catch (const c10::Error& e) {
+    static std::once_flag once;
+    std::call_once(once, [&e] {
+      const std::string what = e.what_without_backtrace();
+      std::fprintf(stderr,
+                   "[sift] CUDA column sums: LibTorch's flash kernel refused the inputs (%s); "
+                   "using the blocked pass\n",
+                   what.substr(0, what.find('\n')).c_str());
+    });
+    return false;
+  }
+}
+#endif
+
 }  // namespace
 
 at::Tensor Attention(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v,
@@ -347,11 +409,22 @@ at::Tensor Attention(const at::Tensor& q, const at::Tensor& k, const at::Tensor&
   // need normalised probabilities, recomputed in a second pass over the query rows they read
   // only (the window, the last row; every row only for column sums), with the same operators
   // whatever computed the output, so the scores do not depend on the device's kernel.
-  at::Tensor out = UseCpuKernel(q, k, v, options)
-                       ? CpuKernelAttention(q, k, v, q_pos, k_pos, options)
-                       : FusedAttention(q, k, v, q_pos, k_pos, options);
-  if (request.any()) {
-    BlockedAttention(q, k, v, q_pos, k_pos, options, request, stats, FirstStatsRow(request, nq),
+  // Column sums read every query row; on CUDA they come from the flash kernel's log-sum-exps
+  // where it applies (FlashWithColumnSums), else from the blocked pass with the rest.
+  AttentionStatsRequest blocked = request;
+  at::Tensor out;
+#if TORCH_VERSION_MAJOR >= 2 && (TORCH_VERSION_MAJOR > 2 || TORCH_VERSION_MINOR >= 1)
+  if (request.column_sum &&
+      FlashWithColumnSums(q, k, v, q_pos, k_pos, options, &out, &stats->column_sum)) {
+    blocked.column_sum = false;
+  }
+#endif
+  if (!out.defined()) {
+    out = UseCpuKernel(q, k, v, options) ? CpuKernelAttention(q, k, v, q_pos, k_pos, options)
+                                         : FusedAttention(q, k, v, q_pos, k_pos, options);
+  }
+  if (blocked.any()) {
+    BlockedAttention(q, k, v, q_pos, k_pos, options, blocked, stats, FirstStatsRow(blocked, nq),
                      at::Tensor());
   }
   return out;
