@@ -171,6 +171,33 @@ at::Tensor CpuKernelAttention(const at::Tensor& q, const at::Tensor& k, const at
   return true;
 }
 
+// The case one causal call of LibTorch's fused kernel covers: a whole prompt over a fresh cache,
+// no Λ mask, products in the cache's dtype.
+[[maybe_unused]] bool OneCausalCall(const at::Tensor& q_pos, const at::Tensor& k_pos,
+                                    const AttentionOptions& options) {
+  return options.window == 0 && !options.upcast_fp32 && q_pos.size(0) == k_pos.size(-1) &&
+         IsDenseCausal(q_pos, k_pos);
+}
+
+// q [nq, hq, hd] as [hkv, group, nq, hd]: query head h uses KV head h / group (HF repeat_kv).
+at::Tensor GroupedQueries(const at::Tensor& q, int64_t hkv) {
+  return q.permute({1, 0, 2}).reshape({hkv, q.size(1) / hkv, q.size(0), q.size(2)});
+}
+
+// A cache's k or v [hkv, nk, hd] seen by every query head of its group: [hkv, group, nk, hd].
+[[maybe_unused]] at::Tensor GroupedKeys(const at::Tensor& kv, int64_t group) {
+  return kv.unsqueeze(1).expand({kv.size(0), group, kv.size(1), kv.size(2)});
+}
+
+// [hkv, group, nq, hd] (any contiguous-compatible layout) back to [nq, hq, hd] in `dtype`.
+at::Tensor TokensMajor(const at::Tensor& grouped, at::ScalarType dtype) {
+  const int64_t hq = grouped.size(0) * grouped.size(1);
+  return grouped.reshape({hq, grouped.size(2), grouped.size(3)})
+      .permute({1, 0, 2})
+      .to(dtype)
+      .contiguous();
+}
+
 // First query row any requested statistic reads (nq when none).
 int64_t FirstStatsRow(const AttentionStatsRequest& r, int64_t nq) {
   int64_t first = nq;
@@ -242,7 +269,7 @@ void BlockedAttention(const at::Tensor& q_in, const at::Tensor& k_in, const at::
   };
 
   // [Hkv, group, nq, hd]: query head h uses KV head h / group (HF repeat_kv order).
-  at::Tensor qh = q.permute({1, 0, 2}).reshape({hkv, group, nq, hd});
+  at::Tensor qh = GroupedQueries(q, hkv);
   for (int64_t i0 = row_begin; i0 < nq; i0 += block) {
     const int64_t i1 = std::min(nq, i0 + block), b = i1 - i0;
     int64_t qmax = qp[i0], qmin = qp[i0];
@@ -266,8 +293,8 @@ void BlockedAttention(const at::Tensor& q_in, const at::Tensor& k_in, const at::
       // No mask is passed as an empty optional: LibTorch 2.x rejects an undefined mask tensor
       // ("attn_mask.dtype: nullptr") on CUDA.
       const at::Tensor qv = qb.view({hkv, group, b, hd});
-      const at::Tensor kv = kb.unsqueeze(1).expand({hkv, group, kend, hd});
-      const at::Tensor vv = vb.unsqueeze(1).expand({hkv, group, kend, hd});
+      const at::Tensor kv = GroupedKeys(kb, group);
+      const at::Tensor vv = GroupedKeys(vb, group);
       if (kfull < kend) mask_positions();
       at::Tensor ob =
           kfull < kend
@@ -311,25 +338,21 @@ void BlockedAttention(const at::Tensor& q_in, const at::Tensor& k_in, const at::
 at::Tensor FusedAttention(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v,
                           const at::Tensor& q_pos, const at::Tensor& k_pos,
                           const AttentionOptions& options) {
-  const int64_t nq = q.size(0), hq = q.size(1), hkv = k.size(0);
-  const int64_t hd = q.size(2), group = hq / hkv;
+  const int64_t nq = q.size(0), hkv = k.size(0), hd = q.size(2), group = q.size(1) / hkv;
   if (q.is_cuda()) ConfigureCudaSdpaOnce();
 #if TORCH_VERSION_MAJOR >= 2 && (TORCH_VERSION_MAJOR > 2 || TORCH_VERSION_MINOR >= 1)
-  const int64_t nk = k.size(1);
-  if (options.window == 0 && !options.upcast_fp32 && nq == nk && IsDenseCausal(q_pos, k_pos)) {
+  if (OneCausalCall(q_pos, k_pos, options)) {
     // Top-left causal alignment is right when queries and keys are the same positions.
-    const at::Tensor ct = AsType(q, k.scalar_type());
-    at::Tensor qh = ct.permute({1, 0, 2}).reshape({hkv, group, nq, hd});
-    at::Tensor o = at::scaled_dot_product_attention(qh, k.unsqueeze(1).expand({hkv, group, nk, hd}),
-                                                    v.unsqueeze(1).expand({hkv, group, nk, hd}), {},
-                                                    0.0, /*is_causal=*/true, Scale(options, hd));
-    return o.reshape({hq, nq, hd}).permute({1, 0, 2}).to(q.scalar_type()).contiguous();
+    const at::Tensor o = at::scaled_dot_product_attention(
+        GroupedQueries(AsType(q, k.scalar_type()), hkv), GroupedKeys(k, group),
+        GroupedKeys(v, group), {}, 0.0, /*is_causal=*/true, Scale(options, hd));
+    return TokensMajor(o, q.scalar_type());
   }
 #endif
   at::Tensor out = at::empty({hkv, group, nq, hd},
                              q.options().dtype(options.upcast_fp32 ? at::kFloat : q.scalar_type()));
   BlockedAttention(q, k, v, q_pos, k_pos, options, {}, nullptr, 0, out);
-  return out.view({hq, nq, hd}).permute({1, 0, 2}).to(q.scalar_type()).contiguous();
+  return TokensMajor(out, q.scalar_type());
 }
 
 #if TORCH_VERSION_MAJOR >= 2 && (TORCH_VERSION_MAJOR > 2 || TORCH_VERSION_MINOR >= 1)
@@ -340,12 +363,10 @@ at::Tensor FusedAttention(const at::Tensor& q, const at::Tensor& k, const at::Te
 bool FlashWithColumnSums(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v,
                          const at::Tensor& q_pos, const at::Tensor& k_pos,
                          const AttentionOptions& options, at::Tensor* out, at::Tensor* column_sum) {
-  const int64_t nq = q.size(0), hq = q.size(1), hd = q.size(2);
-  const int64_t hkv = k.size(0), nk = k.size(1), group = hq / hkv;
+  const int64_t hd = q.size(2), hkv = k.size(0), group = q.size(1) / hkv;
   const at::ScalarType dtype = k.scalar_type();
-  if (!q.is_cuda() || options.window > 0 || options.upcast_fp32 ||
-      (dtype != at::kBFloat16 && dtype != at::kHalf) || hd % 8 != 0 ||
-      hd + kColumnSumExtraDims > 256 || nq != nk || !IsDenseCausal(q_pos, k_pos)) {
+  if (!q.is_cuda() || (dtype != at::kBFloat16 && dtype != at::kHalf) || hd % 8 != 0 ||
+      hd + kColumnSumExtraDims > 256 || !OneCausalCall(q_pos, k_pos, options)) {
     return false;
   }
   ConfigureCudaSdpaOnce();
@@ -357,18 +378,13 @@ bool FlashWithColumnSums(const at::Tensor& q, const at::Tensor& k, const at::Ten
                                                    /*return_debug_mask=*/false, s);
   };
   try {
-    const at::Tensor qh = AsType(q, dtype).permute({1, 0, 2}).reshape({hkv, group, nq, hd});
-    const auto forward = flash(qh, k.unsqueeze(1).expand({hkv, group, nk, hd}),
-                               v.unsqueeze(1).expand({hkv, group, nk, hd}), scale);
-    *column_sum = ColumnSumsFromLse(qh, k, std::get<1>(forward).narrow(2, 0, nq), scale,
+    const at::Tensor qh = GroupedQueries(AsType(q, dtype), hkv);
+    const auto forward = flash(qh, GroupedKeys(k, group), GroupedKeys(v, group), scale);
+    *column_sum = ColumnSumsFromLse(qh, k, std::get<1>(forward).narrow(2, 0, q.size(0)), scale,
                                     [&](const at::Tensor& a, const at::Tensor& b, double s) {
                                       return std::get<1>(flash(a, b, b, s));
                                     });
-    *out = std::get<0>(forward)
-               .reshape({hq, nq, hd})
-               .permute({1, 0, 2})
-               .to(q.scalar_type())
-               .contiguous();
+    *out = TokensMajor(std::get<0>(forward), q.scalar_type());
     return true;
   } catch (const c10::Error& e) {
     static std::once_flag once;
