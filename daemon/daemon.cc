@@ -326,6 +326,9 @@ Batching Daemon::StartBatching() {
     BatchEngineOptions eo;
     eo.max_batch = options_.max_batch;
     eo.decode_interval = std::chrono::milliseconds(options_.decode_interval_ms);
+    eo.decode_pool = options_.decode_pool == "on"    ? DecodePoolMode::kOn
+                     : options_.decode_pool == "off" ? DecodePoolMode::kOff
+                                                     : DecodePoolMode::kAuto;
     engine_ = std::make_unique<BatchEngine>(model_, eo);
     batching.engine = engine_.get();
     batching.slice_tokens = options_.prefill_chunk;
@@ -375,6 +378,7 @@ Batching Daemon::StartBatching() {
   LogInfo("batching", {{"max_batch", options_.max_batch},
                        {"prefill_chunk", options_.prefill_chunk},
                        {"decode_interval_ms", options_.decode_interval_ms},
+                       {"decode_pool", options_.decode_pool},
                        {"kv_budget_bytes", budget_bytes},
                        {"kv_bytes_per_token", PeakKvBytes(*model_, 1, 0)},
                        {"workers", options_.workers}});

@@ -117,6 +117,10 @@ po::options_description BatchingOptions(DaemonOptions* o) {
       "decode-interval-ms", po::value(&o->decode_interval_ms)->default_value(o->decode_interval_ms),
       "while a request's prefill (or other stage work) runs, the decode batch gets a step at the "
       "stage's next layer once this long has passed since its last one (0 = at every layer)")(
+      "decode-pool", po::value(&o->decode_pool)->default_value(o->decode_pool),
+      "where the batch's KV lives while it decodes: auto (in one pool at fixed addresses where "
+      "its steps replay as CUDA graphs), on (in the pool on any device), off (each request's "
+      "own cache)")(
       "kv-budget", po::value(&o->kv_budget)->default_value(o->kv_budget),
       "KV-cache memory requests reserve before they run: bytes with K/M/G/T, or a percentage "
       "of the machine's memory; a request waits while its KV does not fit")(
@@ -188,6 +192,9 @@ std::string Validate(DaemonOptions& o) {
   if (o.prefill_chunk == -1) o.prefill_chunk = o.device.rfind("cuda", 0) == 0 ? 0 : 512;
   if (o.decode_interval_ms < 0 || o.decode_interval_ms > 60000) {
     return "--decode-interval-ms must be in [0, 60000]";
+  }
+  if (o.decode_pool != "auto" && o.decode_pool != "on" && o.decode_pool != "off") {
+    return "--decode-pool must be auto, on or off";
   }
   if (o.io_nice < 0 || o.io_nice > 19) return "--io-nice must be in [0, 19]";
   // sift::IsActivationsMode's values (sift/model.h; this library does not link the runtime).

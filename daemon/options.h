@@ -45,8 +45,11 @@ struct DaemonOptions {
   // 512 on the CPU, 0 on CUDA (Validate resolves it).
   int64_t prefill_chunk = -1;
   int64_t decode_interval_ms = 200;  // a decode step at least this often while stages run
-  std::string kv_budget = "50%";     // KV memory for admission: bytes (K/M/G/T) or % of memory
-  int64_t kv_budget_bytes = 0;       // kv_budget in bytes: set by ParseOptions once it is valid
+  // The batch's KV during decode: "auto" (in a decode pool where its steps are CUDA graphs),
+  // "on" (in a pool wherever one runs), "off" (each request's own cache). sift/decode_pool.h.
+  std::string decode_pool = "auto";
+  std::string kv_budget = "50%";  // KV memory for admission: bytes (K/M/G/T) or % of memory
+  int64_t kv_budget_bytes = 0;    // kv_budget in bytes: set by ParseOptions once it is valid
   // The prefix cache (docs/context-cache.md): full KV of earlier prompts inside the KV budget.
   bool prefix_cache = true;
   int64_t prefix_cache_min_tokens = 64;  // shorter prompts are not cached, shorter matches miss

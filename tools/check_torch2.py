@@ -19,8 +19,10 @@ LibTorch 2.x renamed or removed) would never be compiled here. This check keeps 
 --quick checks only the files with a TORCH_VERSION branch plus the first LibTorch file of every
 source folder; the default checks every file.
 
+--only PART (repeatable) checks only the files whose path contains PART (e.g. decode_pool.cc).
+
 Usage: tools/check_torch2.py [--build DIR] [--torch VERSION] [--cache DIR] [--jobs N] [--quick]
-                             [--fetch-only]
+                             [--only PART]... [--fetch-only]
 Exit status: 0 every file compiles, 1 a file does not, 2 set-up failed (no compile_commands.json,
 download failed).
 """
@@ -100,7 +102,22 @@ def is_torch_include(path):
         r"^/usr(/local)?/include/(ATen|c10|torch|caffe2)\b", path) is not None
 
 
-def rewrite(entry, wheel_includes, std, pch_header):
+def cuda_include():
+    """The CUDA toolkit's include folder (cuda_runtime_api.h), or None."""
+    roots = [os.environ.get("CUDA_HOME", ""), "/usr/local/cuda"]
+    nvcc = shutil.which("nvcc")
+    if nvcc:
+        roots.append(os.path.dirname(os.path.dirname(os.path.realpath(nvcc))))
+    roots += sorted(glob.glob("/usr/local/cuda-*"), reverse=True)
+    for root in roots:
+        for inc in (os.path.join(root, "include"),
+                    os.path.join(root, "targets", "x86_64-linux", "include")):
+            if root and os.path.exists(os.path.join(inc, "cuda_runtime_api.h")):
+                return inc
+    return None
+
+
+def rewrite(entry, wheel_includes, std, pch_header, extra=()):
     """The syntax-only command for one compile_commands entry, or None if it does not use
     LibTorch."""
     args = entry.get("arguments") or shlex.split(entry["command"])
@@ -142,7 +159,7 @@ def rewrite(entry, wheel_includes, std, pch_header):
     inc = []
     for d in wheel_includes:
         inc += ["-isystem", d]
-    return (out[:1] + inc + out[1:] +
+    return (out[:1] + inc + out[1:] + list(extra) +
             ["-std=" + std, "-fsyntax-only", "-Winvalid-pch", "-H", "-include", pch_header,
              entry["file"]])
 
@@ -173,6 +190,8 @@ def main(argv):
     p.add_argument("--jobs", type=int, default=os.cpu_count() or 2)
     p.add_argument("--quick", action="store_true",
                    help="TORCH_VERSION files plus one file per source folder only")
+    p.add_argument("--only", action="append", default=[], metavar="PART",
+                   help="check only the files whose path contains PART (repeatable)")
     p.add_argument("--fetch-only", action="store_true",
                    help="only download and unpack the headers (into the cache), then exit")
     args = p.parse_args(argv)
@@ -198,6 +217,15 @@ def main(argv):
     std = "c++20" if (major, minor) >= (2, 13) else "c++17"
     wheel_includes = [os.path.join(torch_dir, "include"),
                       os.path.join(torch_dir, "include", "torch", "csrc", "api", "include")]
+    # The wheel is LibTorch with CUDA, as on a GPU machine: its CUDA branches (SIFT_CUDA, e.g.
+    # the decode pool's graphs) are checked too when the toolkit's headers are here.
+    extra = []
+    cuda_inc = cuda_include()
+    if cuda_inc and os.path.isdir(os.path.join(torch_dir, "include", "ATen", "cuda")):
+        extra = ["-DSIFT_CUDA=1", "-isystem", cuda_inc]
+        log("CUDA branches checked too (-DSIFT_CUDA=1, CUDA headers %s)" % cuda_inc)
+    else:
+        log("CUDA branches not checked: no CUDA toolkit headers (cuda_runtime_api.h) found")
 
     with tempfile.TemporaryDirectory() as tmp:
         pch_header = os.path.join(tmp, "torch2_pch.h")
@@ -207,7 +235,7 @@ def main(argv):
         for e in json.load(open(db)):
             if e["file"] in seen:
                 continue
-            cmd = rewrite(e, wheel_includes, std, pch_header)
+            cmd = rewrite(e, wheel_includes, std, pch_header, extra)
             if cmd is None:
                 continue
             seen.add(e["file"])
@@ -218,6 +246,11 @@ def main(argv):
             return 2
         if args.quick:
             entries = pick_quick(entries)
+        if args.only:
+            entries = [e for e in entries if any(part in e["file"] for part in args.only)]
+            if not entries:
+                log("no LibTorch file matches --only %s" % " ".join(args.only))
+                return 2
 
         # The PCH: the defines and warning options every selected file shares (-pedantic changes
         # predefined macros), so that GCC accepts it for all of them.

@@ -95,7 +95,7 @@ TEST(OptionsTest, BatchingOptionsAreRangeChecked) {
   DaemonOptions o;
   std::string message;
   ASSERT_EQ(Parse({"--max-batch", "0", "--prefill-chunk", "128", "--kv-budget", "2G", "--io-nice",
-                   "0", "--decode-interval-ms", "50"},
+                   "0", "--decode-interval-ms", "50", "--decode-pool", "off"},
                   &o, &message),
             ParseResult::kRun)
       << message;
@@ -103,13 +103,15 @@ TEST(OptionsTest, BatchingOptionsAreRangeChecked) {
   EXPECT_EQ(o.prefill_chunk, 128);
   EXPECT_EQ(o.kv_budget, "2G");
   EXPECT_EQ(o.decode_interval_ms, 50);
+  EXPECT_EQ(o.decode_pool, "off");
   for (const std::vector<std::string>& bad : {std::vector<std::string>{"--max-batch", "-1"},
                                               {"--prefill-chunk", "-5"},
                                               {"--decode-interval-ms", "-1"},
                                               {"--decode-interval-ms", "60001"},
                                               {"--kv-budget", "lots"},
                                               {"--kv-budget", "0"},
-                                              {"--io-nice", "20"}}) {
+                                              {"--io-nice", "20"},
+                                              {"--decode-pool", "always"}}) {
     DaemonOptions b;
     EXPECT_EQ(Parse(bad, &b, &message), ParseResult::kError) << bad[0] << " " << bad[1];
     EXPECT_NE(message.find(bad[0]), std::string::npos) << message;

@@ -277,6 +277,39 @@ TEST_F(BatchEngineFlowTest, CancelledRequestLeavesOthersGoOn) {
   EXPECT_EQ(kept.tokens.size(), 24u);
 }
 
+// Greedy rows take their tokens from one argmax over the batch (BatchEngine::GreedyTokens, one
+// host read); seeded sampled rows in the same steps sample alone. Each equals Generate's answer.
+TEST_F(BatchEngineFlowTest, GreedyAndSampledRowsInOneBatchEqualGenerate) {
+  const Model& model = *model_;
+  const int n = 4;
+  std::vector<GenerationOptions> options(n);
+  for (int i = 0; i < n; ++i) {
+    options[i].max_tokens = 12;
+    options[i].ignore_eog = true;
+    if (i % 2) {  // sampled, seeded
+      options[i].sampling.temperature = 0.9;
+      options[i].sampling.top_k = 40;
+      options[i].sampling.seed = 7 + i;
+    }
+  }
+  std::vector<GenerationResult> expected(n), got(n);
+  for (int i = 0; i < n; ++i) {
+    Prefilled p = Prefill(model, kPrompts[i]);
+    expected[i] = Generate(model, *p.cache, p.logits, p.next_position, options[i]);
+  }
+  BatchEngine engine(model_);
+  std::vector<std::thread> threads;
+  for (int i = 0; i < n; ++i) {
+    threads.emplace_back([&, i] {
+      Prefilled p = Prefill(model, kPrompts[i]);
+      got[i] = engine.Decode(model, *p.cache, p.logits, p.next_position, options[i], nullptr);
+    });
+  }
+  for (std::thread& t : threads) t.join();
+  for (int i = 0; i < n; ++i) EXPECT_EQ(got[i].tokens, expected[i].tokens) << "request " << i;
+  EXPECT_GT(engine.stats().max_rows, 2) << "the requests never shared a step";
+}
+
 // Exclusive tasks run on the loop thread; Yield() inside one runs decode steps for the requests
 // in the batch (every time, with a zero decode_interval), and a task's exception reaches the
 // caller.

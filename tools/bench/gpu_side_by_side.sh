@@ -8,20 +8,23 @@
 #      and batched decode (continuous batching's step) at 1, 8 and 32 rows of a 2K prompt each
 #      (--n-ctx 33000: SmolLM2's trained context is 8K; past it RoPE extrapolates, so the
 #      timings mean what llama-bench's pp32768 means and the outputs mean nothing)
-#   2. the same with SIFT_SDPA_CUDNN=1 (LibTorch's cuDNN attention backend left on): the A/B of
+#      (decode through the decode pool's CUDA graphs: --decode-pool auto, docs/engine.md)
+#   2. eager: step 1's decode and batched decode with --decode-pool off (each step's ~2,500
+#      operators launched one by one, as before the graphs): their A/B
+#   3. the same as 1 with SIFT_SDPA_CUDNN=1 (LibTorch's cuDNN attention backend left on): the A/B of
 #      sift's default, which switches it off (plugin_api/src/runtime/attention.cc)
-#   3. every pipeline's TTFT through siftd --device cuda (sift-bench speed --spawn), at 8K and
+#   4. every pipeline's TTFT through siftd --device cuda (sift-bench speed --spawn), at 8K and
 #      32K, one siftd per pipeline
-#   4. llama-bench on the same GGUF: -p 2048,8192,32768 -n 0, and tg with 2K / 8K already in the
+#   5. llama-bench on the same GGUF: -p 2048,8192,32768 -n 0, and tg with 2K / 8K already in the
 #      cache (-d), -fa 1 -ngl 99 (waits up to LLAMA_WAIT_S for a llama-bench still being built)
-#   5. step 1's decode again once nothing else runs (a build may have shared the host's CPUs with
-#      steps 1-3; launch-bound decode is sensitive to that)
-#   6. streams: N concurrent streaming OpenAI clients (tools/bench/serve_bench.py; ~512-token
+#   6. step 1's decode again once nothing else runs (a build may have shared the host's CPUs with
+#      steps 1-4; launch-bound decode is sensitive to that)
+#   7. streams: N concurrent streaming OpenAI clients (tools/bench/serve_bench.py; ~512-token
 #      prompts, 128 generated tokens, 2 requests per client) against siftd --device cuda (pipeline
 #      full, batching on) and against llama-server -ngl 99 -fa on --parallel N (N x 1024 context),
 #      a fresh server per level, N in SIFT_STREAMS (1,8,32): aggregate tok/s, TTFT, ITL
 # Every step has a time limit and a failed step does not stop the others. Results go to $OUT
-# (default bench-out/gpu): engine.json, engine-cudnn.json, engine-quiet.json, speed.csv,
+# (default bench-out/gpu): engine.json, engine-eager.json, engine-cudnn.json, engine-quiet.json, speed.csv,
 # llama-bench.json, llama-bench-depth.json, streams.jsonl, gpu.log; tools/bench/gpu_summary.py turns them into
 # docs/results/gpu/summary.json.
 #
@@ -29,7 +32,7 @@
 # SIFT_HAYSTACK (../shared/data/pg_essays when there), LLAMA_BENCH (path; unset: step 4 skipped),
 # LLAMA_WAIT_S (300), LLAMA_SERVER (path; unset: step 6 runs siftd alone), SIFT_STREAMS (1,8,32),
 # SIFT_PIPELINES (all eleven), SIFT_LENGTHS (8192,32768), SIFT_REPEATS (2),
-# SIFT_STEPS (engine cudnn ttft llama quiet streams), SIFT_DEADLINE (epoch seconds by which to stop),
+# SIFT_STEPS (engine eager cudnn ttft llama quiet streams), SIFT_DEADLINE (epoch seconds by which to stop),
 # SIFT_BATCH_ROWS (1,8,32; "" = none), SIFT_BATCH_CONTEXT (2048);
 # for a dry run on a CPU: SIFT_DEVICE (cuda), SIFT_ENGINE_LENGTHS (2048,8192,32768),
 # SIFT_ENGINE_CONTEXTS (2048,8192).
@@ -50,7 +53,7 @@ OUT="${OUT:-$ROOT/bench-out/gpu}"
 PIPELINES="${SIFT_PIPELINES:-full recent streamingllm snapkv h2o pyramidkv chunkkv chunkkv_reuse gemfilter ilre spts}"
 LENGTHS="${SIFT_LENGTHS:-8192,32768}"
 REPEATS="${SIFT_REPEATS:-2}"
-STEPS="${SIFT_STEPS:-engine cudnn ttft llama quiet streams}"
+STEPS="${SIFT_STEPS:-engine eager cudnn ttft llama quiet streams}"
 STREAMS="${SIFT_STREAMS:-1,8,32}"
 STREAM_SERVERS="${SIFT_STREAM_SERVERS:-siftd llama}"
 DEVICE="${SIFT_DEVICE:-cuda}"
@@ -75,20 +78,21 @@ log "model $MODEL; bin $B; steps: $STEPS; deadline in $(left) s"
 nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader 2>&1 | tee -a "$OUT/gpu.log"
 lscpu | grep -E '^Model name|^CPU\(s\)' | tee -a "$OUT/gpu.log"
 
-engine() {  # json-name lengths contexts batch-rows [env...]
+engine() {  # json-name lengths contexts batch-rows [env...]; POOL=off: --decode-pool off
   local name=$1 lengths=$2 contexts=$3 rows=$4
   shift 4
   ((($(left)) > 40)) || { log "$name: no time left"; return 0; }
-  log "sift-engine-bench --device $DEVICE bf16 lengths $lengths decode at $contexts batch rows '$rows' $*"
+  log "sift-engine-bench --device $DEVICE bf16 lengths $lengths decode at $contexts batch rows '$rows' decode pool ${POOL:-auto} $*"
   env "$@" timeout "$(cap 180)" "$B/sift-engine-bench" "$MODEL" --device "$DEVICE" --dtypes bf16 \
     --lengths "$lengths" --decode-contexts "$contexts" --decode-tokens 64 --n-ctx "$NCTX" \
-    --batch-rows "$rows" --batch-context "$BATCH_CONTEXT" \
+    --batch-rows "$rows" --batch-context "$BATCH_CONTEXT" --decode-pool "${POOL:-auto}" \
     --no-machine --json "$OUT/$name.json" > "$OUT/$name.txt" 2>&1
   log "  rc=$?"
   grep -E '^\[bench\]|^\| [0-9]' "$OUT/$name.txt" | tee -a "$OUT/gpu.log"
 }
 
 if has_step engine; then engine engine "$ENGINE_LENGTHS" "$ENGINE_CONTEXTS" "$BATCH_ROWS"; fi
+if has_step eager; then POOL=off engine engine-eager "${ENGINE_LENGTHS%%,*}" "$ENGINE_CONTEXTS" "$BATCH_ROWS"; fi
 if has_step cudnn; then engine engine-cudnn "${ENGINE_LENGTHS%,*}" "$ENGINE_CONTEXTS" "" SIFT_SDPA_CUDNN=1; fi
 
 if has_step ttft; then

@@ -3,6 +3,7 @@
 
 Writes docs/results/gpu/summary.json from the raw files of tools/bench/gpu_side_by_side.sh:
   DIR/engine.json             sift-engine-bench --device cuda (prefill and decode, cuDNN SDPA off)
+  DIR/engine-eager.json       its decode with --decode-pool off (optional: the graphs' A/B)
   DIR/engine-cudnn.json       the same with SIFT_SDPA_CUDNN=1 (optional)
   DIR/llama-bench.json        llama-bench -p 2048,8192,32768 -n 0 (same run, same GPU)
   DIR/llama-bench-depth.json  llama-bench -p 0 -n 64 -d 2048,8192
@@ -11,7 +12,9 @@ Writes docs/results/gpu/summary.json from the raw files of tools/bench/gpu_side_
 Per length: sift_prefill_ms, llama_prefill_ms, sift_decode_ms_per_token,
 llama_decode_ms_per_token (decode with that many tokens already in the cache), and per pipeline
 ttft_ms (the best of the repetitions) with prompt_tokens. "batch": the engine's batched decode
-step per row count (tok/s of all rows, ms and operators per step). "streams": per number of
+step per row count (tok/s of all rows, ms and operators per step; "eager_*": the same with
+--decode-pool off), and "decode_path": what the decode steps ran as (the decode pool's CUDA
+graphs, or Model::DecodeStep). "streams": per number of
 concurrent streaming clients, siftd's and llama-server's aggregate output tok/s, TTFT and
 inter-token latency. Prints the ratios.
 """
@@ -54,6 +57,8 @@ def main():
         sys.exit(f"gpu_summary.py: error: {d}/engine.json missing")
     sift_prefill, sift_decode = engine_figures(engine)
     cudnn_prefill, cudnn_decode = engine_figures(load(os.path.join(d, "engine-cudnn.json")))
+    eager = load(os.path.join(d, "engine-eager.json"))
+    _, eager_decode = engine_figures(eager)
     llama_prefill, llama_decode, llama_build = {}, {}, None
     for name in ("llama-bench.json", "llama-bench-depth.json"):
         for r in load(os.path.join(d, name)) or []:
@@ -86,6 +91,7 @@ def main():
             "sift_prefill_ms": sift_prefill.get(n),
             "llama_prefill_ms": llama_prefill.get(n),
             "sift_decode_ms_per_token": sift_decode.get(n),
+            "sift_eager_decode_ms_per_token": eager_decode.get(n),
             "llama_decode_ms_per_token": llama_decode.get(n),
             "sift_cudnn_sdpa_prefill_ms": cudnn_prefill.get(n),
             "sift_cudnn_sdpa_decode_ms_per_token": cudnn_decode.get(n),
@@ -98,6 +104,13 @@ def main():
                                  "ms_per_step": round(b["ms_per_step"], 2),
                                  "ops_per_step": int(b["ops_per_step"]),
                                  "host_reads_per_step": b["host_reads_per_step"]}
+    for b in ((eager or {}).get("configs") or [{}])[0].get("batch_decode") or []:
+        row = batch.setdefault(str(b["rows"]), {"context": b["context"]})
+        row.update({"eager_tok_s": round(b["tokens_per_s"], 1),
+                    "eager_ms_per_step": round(b["ms_per_step"], 2),
+                    "eager_ops_per_step": int(b["ops_per_step"])})
+    decode_rows = engine["configs"][0].get("decode") or []
+    decode_path = decode_rows[0].get("path") if decode_rows else None
     streams = {}
     try:
         with open(os.path.join(d, "streams.jsonl")) as f:
@@ -111,7 +124,7 @@ def main():
         pass
     out = {"device": a.device, "torch": engine.get("torch"), "llama_cpp_build": llama_build,
            "model": engine.get("model"), "lengths": lengths, "per_length": per_length,
-           "batch": batch, "streams": streams}
+           "decode_path": decode_path, "batch": batch, "streams": streams}
     text = json.dumps(out, indent=1) + "\n"
     if a.out == "-":
         sys.stdout.write(text)

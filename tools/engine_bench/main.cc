@@ -15,6 +15,7 @@
 #include <cstdio>
 #include <fstream>
 #include <iostream>
+#include <memory>
 #include <nlohmann/json.hpp>
 #include <sstream>
 #include <string>
@@ -24,6 +25,7 @@
 
 #include "machine.h"
 #include "sift/attention.h"
+#include "sift/decode_pool.h"
 #include "sift/error.h"
 #include "sift/gguf.h"
 #include "sift/host.h"
@@ -68,6 +70,7 @@ struct Settings {
   int reps = 0;                     // 0 = by length
   std::vector<std::string> dtypes;
   std::string kernels = "auto";
+  std::string decode_pool = "auto";  // --decode-pool: auto | on | off
   std::string weights = "native";
   std::string device = "cpu";
   int threads = 0;
@@ -75,6 +78,37 @@ struct Settings {
   std::string activations = "auto";  // sift::Int8ActivationsFor
   int64_t native_max_rows = -1;      // -1: the model's default (ModelOptions::native_max_rows)
   bool machine = true;
+};
+
+// The decode path measured: Model::DecodeStep on each request's cache, or the batch's KV in a
+// sift::DecodePool (--decode-pool on; auto: where its steps are CUDA graphs).
+class Decoder {
+ public:
+  Decoder(const sift::Model& model, const std::string& mode) : model_(model) {
+    const bool pool =
+        sift::DecodePool::Unsupported(model).empty() &&
+        (mode == "on" || (mode == "auto" && sift::DecodePool::GraphsAvailable(model)));
+    if (pool) pool_ = std::make_unique<sift::DecodePool>(model);
+  }
+  void Admit(sift::KvCache& cache, int64_t max_new) {
+    if (pool_) pool_->Admit(cache, max_new);
+  }
+  void Release(sift::KvCache& cache) {
+    if (pool_) pool_->Release(cache);
+  }
+  at::Tensor Step(const std::vector<sift::TokenId>& ids, const std::vector<int64_t>& positions,
+                  const std::vector<sift::KvCache*>& caches) {
+    if (pool_) return pool_->Step(ids, positions, caches);
+    return model_.DecodeStep(ids, positions, caches, {}, &buffers_);
+  }
+  std::string Describe() const {
+    return pool_ ? "decode pool, " + pool_->Describe() : "Model::DecodeStep";
+  }
+
+ private:
+  const sift::Model& model_;
+  std::unique_ptr<sift::DecodePool> pool_;
+  sift::DecodeBuffers buffers_;  // as the batch loop keeps them
 };
 
 // Operators and host reads of one prefill, per layer (counted apart from the timed runs).
@@ -133,11 +167,12 @@ json BenchDecode(const sift::Model& model, const Settings& s, const std::string&
     cache.set_headroom(s.decode_tokens + 2);
     at::Tensor logits = model.Forward(SyntheticPrompt(ctx, c.vocab_size), 0, cache);
     int64_t pos = ctx;
-    sift::DecodeBuffers buffers;
+    Decoder decoder(model, s.decode_pool);
+    decoder.Admit(cache, s.decode_tokens + 2);
     auto step = [&] {
       const auto next = static_cast<sift::TokenId>(sift::HostInt(logits.argmax()));
       // What sift::Generate runs per token (the batch's step with one row).
-      logits = model.DecodeStep({next}, {pos++}, {&cache}, {}, &buffers)[0];
+      logits = decoder.Step({next}, {pos++}, {&cache})[0];
     };
     step();  // warm-up
     double ops = 0, reads = 0;
@@ -153,7 +188,9 @@ json BenchDecode(const sift::Model& model, const Settings& s, const std::string&
     for (int64_t i = 0; i < s.decode_tokens; ++i) step();
     sift::HostInt(logits.argmax());
     const double ms = Seconds(t0) * 1000.0 / s.decode_tokens;
+    decoder.Release(cache);  // a pool's entries back into the cache, which the KV column counts
     decode.push_back({{"context", ctx},
+                      {"path", decoder.Describe()},
                       {"tokens", s.decode_tokens},
                       {"ms_per_token", ms},
                       {"ops_per_token", ops},
@@ -188,9 +225,10 @@ json BenchBatchDecode(const sift::Model& model, const Settings& s, const std::st
       positions.push_back(static_cast<int64_t>(prompt.size()));
     }
     for (sift::KvCache& cache : caches) cache_ptrs.push_back(&cache);
-    sift::DecodeBuffers buffers;  // as the batch loop keeps them
+    Decoder decoder(model, s.decode_pool);
+    for (sift::KvCache& cache : caches) decoder.Admit(cache, s.decode_tokens + 2);
     auto step = [&] {
-      const at::Tensor logits = model.DecodeStep(ids, positions, cache_ptrs, {}, &buffers);
+      const at::Tensor logits = decoder.Step(ids, positions, cache_ptrs);
       const std::vector<int64_t> next = sift::HostInts(logits.argmax(1));  // one read per step
       for (int64_t r = 0; r < rows; ++r) {
         ids[static_cast<size_t>(r)] = static_cast<sift::TokenId>(next[static_cast<size_t>(r)]);
@@ -209,6 +247,7 @@ json BenchBatchDecode(const sift::Model& model, const Settings& s, const std::st
     for (int64_t i = 0; i < s.decode_tokens; ++i) step();
     const double ms = Seconds(t0) * 1000.0 / s.decode_tokens;
     rows_out.push_back({{"rows", rows},
+                        {"path", decoder.Describe()},
                         {"context", s.batch_context},
                         {"steps", s.decode_tokens},
                         {"ms_per_step", ms},
@@ -295,9 +334,12 @@ std::string Markdown(const json& r) {
                     d["host_reads_per_token"].get<double>(), d["kv_cache_mib"].get<double>());
       md << row;
     }
+    if (!cfg["decode"].empty()) {
+      md << "\nDecode path: " << cfg["decode"][0]["path"].get<std::string>() << ".\n";
+    }
     if (!cfg["batch_decode"].empty()) {
-      md << "\nBatched decode (one `Model::DecodeStep` over every row; each row's own "
-            "cache after a "
+      md << "\nBatched decode (one step over every row, "
+         << cfg["batch_decode"][0]["path"].get<std::string>() << "; each row's own cache after a "
          << cfg["batch_decode"][0]["context"] << "-token prompt):\n\n"
          << "| rows | ms/step | tokens/s (all rows) | x one row | LibTorch ops/step | host "
             "reads/step |\n|---|---|---|---|---|---|\n";
@@ -346,8 +388,10 @@ int main(int argc, char** argv) {
       "kernels", po::value(&s.kernels)->default_value("auto"),
       "auto: sift's CPU kernels where they apply; torch: LibTorch operators only")(
       "device", po::value(&s.device)->default_value("cpu"), "cpu or cuda")(
-      "weights", po::value(&s.weights)->default_value("native"),
-      "native: decode reads the GGUF blocks; dense: the dequantised copy")(
+      "decode-pool", po::value(&s.decode_pool)->default_value("auto"),
+      "decode steps over the KV in a sift::DecodePool: on | off | auto (where its steps are CUDA "
+      "graphs)")("weights", po::value(&s.weights)->default_value("native"),
+                 "native: decode reads the GGUF blocks; dense: the dequantised copy")(
       "threads", po::value(&s.threads)->default_value(0), "intra-op threads (0 = all cores)")(
       "activations", po::value(&s.activations)->default_value("auto"),
       "native weights: block products' activations, int8 | fp32 | auto (int8 where the CPU has "
@@ -366,6 +410,8 @@ int main(int argc, char** argv) {
   if (s.model_path.empty()) return cl.Error("no MODEL given");
   if (s.kernels != "auto" && s.kernels != "torch")
     return cl.Error("--kernels must be auto or torch");
+  if (s.decode_pool != "auto" && s.decode_pool != "on" && s.decode_pool != "off")
+    return cl.Error("--decode-pool must be auto, on or off");
   if (!sift::IsActivationsMode(s.activations)) {
     return cl.Error("--activations must be auto, int8 or fp32");
   }

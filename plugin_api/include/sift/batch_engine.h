@@ -27,6 +27,9 @@
 // with the most work left first (similar sizes advance together; a much shorter one finishes
 // first). The steps run nested on the loop thread's stack like the shorter tasks above, at most
 // kMaxInterleaved deep.
+// Where BatchEngineOptions::decode_pool chooses (by default on CUDA), a request's KV moves into a
+// sift::DecodePool at its first step and back into its cache when it leaves, and each step over
+// the pooled rows replays a CUDA graph (docs/engine.md#decode-graphs).
 // Requests join the batch between steps and leave when they finish, are cancelled (their callback
 // returns false) or fail. All compute runs on the one loop thread, so one OpenMP team serves every
 // request.
@@ -74,11 +77,21 @@ class BatchDecoder {
                                   const StreamCallback& on_piece) = 0;
 };
 
+class DecodePool;
+
+// Where the batch's decode steps keep their KV (BatchEngineOptions::decode_pool).
+enum class DecodePoolMode {
+  kAuto,  // in a sift::DecodePool where its steps are CUDA graphs (DecodePool::GraphsAvailable)
+  kOn,    // in a DecodePool wherever one runs (eager steps without graphs: the CPU's tests)
+  kOff,   // each request's own cache, Model::DecodeStep
+};
+
 struct BatchEngineOptions {
   int64_t max_batch = 64;  // rows per decode step; more requests wait for a free row
   // Inside a task, Yield() runs a decode step only once this long has passed since the last step
   // ended (zero: at every Yield()). Shorter: smoother streams, slower prefills.
   std::chrono::milliseconds decode_interval{200};
+  DecodePoolMode decode_pool = DecodePoolMode::kAuto;
 };
 
 struct BatchEngineStats {
@@ -139,6 +152,11 @@ class BatchEngine final : public BatchDecoder {
   // One decode step over every slot in the batch (admitting waiting ones first).
   void Step() SIFT_EXCLUDES(mu_);
   void Finish(Slot& slot, std::exception_ptr error) SIFT_EXCLUDES(mu_);
+  // True when `slot`'s KV is in pool_ (admitting it on its first step).
+  bool InPool(Slot& slot);
+  // Per slot of batch_, the token a greedy generation takes (its logits' argmax), computed for
+  // every greedy slot together with one host read; -1 for the others (they sample alone).
+  std::vector<TokenId> GreedyTokens();
   // Removes and returns the waiting task to start next, of at most `max_work` (its size; unknown
   // sizes only when max_work is INT64_MAX), or nullptr.
   Task* TakeTask(int64_t max_work) SIFT_REQUIRES(mu_);
@@ -177,6 +195,9 @@ class BatchEngine final : public BatchDecoder {
   // The loop thread only: every step's ids, positions, activations and logits (the slots' logits
   // are views of it, sampled before the next step overwrites them).
   DecodeBuffers buffers_;
+  // The loop thread only: the batch's KV during decode when the options choose a pool (null
+  // otherwise). Requests are admitted when they join the batch and released when they leave.
+  std::unique_ptr<DecodePool> pool_;
   std::thread thread_;  // last: started when everything above exists
 };
 

@@ -71,6 +71,11 @@ class Generation {
 
   // Samples the token that follows `logits` ([vocab]); see GenerationStep.
   GenerationStep Next(const at::Tensor& logits);
+  // True when Next() takes the argmax (temperature 0, ties to the lowest id), which a caller may
+  // then compute for several rows in one host read and hand to NextChosen() (BatchEngine).
+  bool greedy() const { return options_.sampling.temperature == 0; }
+  // Next() with the token already chosen (the argmax of its logits, for a greedy generation).
+  GenerationStep NextChosen(TokenId token);
   // The stream callback refused a piece: the generation ends as cancelled.
   void Cancel();
   // Once ended: the rest of the text to send with token -1, or nothing after a stop string or a
@@ -82,6 +87,8 @@ class Generation {
 
  private:
   std::string TakePiece(size_t upto);
+  // Next()'s work once `token` is known.
+  GenerationStep Accept(TokenId token);
   const Model& model_;
   const GenerationOptions& options_;
   Sampler sampler_;

@@ -233,6 +233,17 @@ class Model {
                         const std::vector<KvCache*>& caches, const AttentionOptions& attention = {},
                         DecodeBuffers* buffers = nullptr) const;
 
+  // The operator path of DecodeStep with the KV append and the attention left to `attend`,
+  // called once per layer with the step's q [n, Hq, hd] and new k, v [n, Hkv, hd] (after RoPE,
+  // fp32) and returning the attention [n, Hq, hd]. ids: [n] int64 on the model's device; rope:
+  // the rows' tables on the device. Returns the logits [n, vocab] fp32. Reads nothing back to the
+  // host, so that sift::DecodePool can capture it as a CUDA graph. Not for the host path (native
+  // weights with CPU kernels), which DecodeStep runs on its own buffers.
+  using DecodeAttend = std::function<at::Tensor(int64_t layer, const at::Tensor& q,
+                                                const at::Tensor& k, const at::Tensor& v)>;
+  at::Tensor DecodeLayers(const at::Tensor& ids, const RopeTables& rope,
+                          const DecodeAttend& attend) const;
+
   // ---- standard forward ----
   // Runs ids (at positions start..start+n-1) through all layers, appending to cache; returns the
   // logits of the last row [vocab] fp32.

@@ -5,13 +5,16 @@
 #include <algorithm>
 #include <chrono>
 #include <cstdint>
+#include <cstdio>
 #include <optional>
 #include <string>
 #include <utility>
 
 #include <ATen/ThreadLocalState.h>
 
+#include "sift/decode_pool.h"
 #include "sift/error.h"
+#include "sift/host.h"
 
 namespace sift {
 
@@ -30,10 +33,11 @@ struct BatchEngine::Slot {
   const StreamCallback& on_piece;
   at::Tensor logits;  // the logits the next token is sampled from ([vocab])
   Generation generation;
-  bool fed = false;          // fed to the current step's DecodeStep (the loop thread only)
-  GenerationResult result;   // set when finished
-  std::exception_ptr error;  // set when a step failed
-  bool finished = false;     // guarded by the engine's mu_ (it names no outer lock)
+  bool fed = false;           // fed to the current step's DecodeStep (the loop thread only)
+  bool outside_pool = false;  // its admission to the decode pool failed (the loop thread only)
+  GenerationResult result;    // set when finished
+  std::exception_ptr error;   // set when a step failed
+  bool finished = false;      // guarded by the engine's mu_ (it names no outer lock)
 };
 
 struct BatchEngine::Task {
@@ -62,6 +66,19 @@ BatchEngine::BatchEngine(std::shared_ptr<const Model> model, BatchEngineOptions 
   SIFT_CHECK(options_.max_batch >= 1, "BatchEngine: max_batch must be >= 1, got ",
              options_.max_batch);
   SIFT_CHECK(options_.decode_interval.count() >= 0, "BatchEngine: decode_interval must be >= 0");
+  std::string why;
+  const bool pooled =
+      DecodePool::Unsupported(*model_).empty() && (options_.decode_pool == DecodePoolMode::kOn ||
+                                                   (options_.decode_pool == DecodePoolMode::kAuto &&
+                                                    DecodePool::GraphsAvailable(*model_, &why)));
+  if (pooled) {
+    pool_ = std::make_unique<DecodePool>(*model_);
+    std::fprintf(stderr, "[sift] batch decode: KV in a decode pool, steps as %s\n",
+                 pool_->Describe().c_str());
+  } else if (model_->options().device.is_cuda()) {  // where graphs were expected: say why not
+    std::fprintf(stderr, "[sift] batch decode: each request's own cache, eager steps (%s)\n",
+                 options_.decode_pool == DecodePoolMode::kOff ? "decode pool off" : why.c_str());
+  }
   thread_ = std::thread([this] { Loop(); });
   MutexLock lock(mu_);
   while (!started_) done_cv_.wait(mu_);
@@ -315,16 +332,23 @@ void BatchEngine::Step() {
   if (batch_.empty()) return;
 
   // Sample every slot's next token and stream it; the ones that go on form the step's rows.
-  std::vector<Slot*> rows;
-  std::vector<TokenId> ids;
-  std::vector<int64_t> positions;
-  std::vector<KvCache*> caches;
+  struct Rows {
+    std::vector<Slot*> slots;
+    std::vector<TokenId> ids;
+    std::vector<int64_t> positions;
+    std::vector<KvCache*> caches;
+  };
+  Rows pooled, own;  // the rows whose KV is in the pool, and the others
   int64_t sampled = 0;
-  for (Slot* slot : batch_) {
+  const std::vector<TokenId> chosen = GreedyTokens();
+  for (size_t b = 0; b < batch_.size(); ++b) {
+    Slot* slot = batch_[b];
     slot->fed = false;
     try {
       Generation& g = slot->generation;
-      GenerationStep step = g.done() ? GenerationStep{} : g.Next(slot->logits);
+      GenerationStep step = g.done()         ? GenerationStep{}
+                            : chosen[b] >= 0 ? g.NextChosen(chosen[b])
+                                             : g.Next(slot->logits);
       if (step.token >= 0) ++sampled;
       if (step.emit && slot->on_piece && !slot->on_piece(step.piece, step.token) && !step.cut) {
         g.Cancel();
@@ -332,20 +356,27 @@ void BatchEngine::Step() {
       }
       if (step.feed) {
         slot->fed = true;
-        rows.push_back(slot);
-        ids.push_back(step.token);
-        positions.push_back(step.position);
-        caches.push_back(&slot->cache);
+        Rows& to = InPool(*slot) ? pooled : own;
+        to.slots.push_back(slot);
+        to.ids.push_back(step.token);
+        to.positions.push_back(step.position);
+        to.caches.push_back(&slot->cache);
       }
     } catch (...) {
       slot->error = std::current_exception();
     }
   }
   std::exception_ptr step_error;
-  if (!rows.empty()) {
+  for (Rows* part : {&pooled, &own}) {
+    if (part->slots.empty() || step_error) continue;
     try {
-      const at::Tensor logits = model_->DecodeStep(ids, positions, caches, {}, &buffers_);
-      for (size_t i = 0; i < rows.size(); ++i) rows[i]->logits = logits[static_cast<int64_t>(i)];
+      const at::Tensor logits =
+          part == &pooled
+              ? pool_->Step(part->ids, part->positions, part->caches)
+              : model_->DecodeStep(part->ids, part->positions, part->caches, {}, &buffers_);
+      for (size_t i = 0; i < part->slots.size(); ++i) {
+        part->slots[i]->logits = logits[static_cast<int64_t>(i)];
+      }
     } catch (...) {
       step_error = std::current_exception();
     }
@@ -364,14 +395,58 @@ void BatchEngine::Step() {
     MutexLock lock(mu_);
     ++stats_.steps;
     stats_.tokens += sampled;
-    stats_.max_rows = std::max<int64_t>(stats_.max_rows, static_cast<int64_t>(rows.size()));
+    stats_.max_rows = std::max<int64_t>(
+        stats_.max_rows, static_cast<int64_t>(pooled.slots.size() + own.slots.size()));
     stats_.decoding = static_cast<int64_t>(batch_.size());
   }
   done_cv_.notify_all();
   last_step_end_ = std::chrono::steady_clock::now();
 }
 
+std::vector<TokenId> BatchEngine::GreedyTokens() {
+  std::vector<TokenId> chosen(batch_.size(), -1);
+  std::vector<at::Tensor> rows;
+  std::vector<size_t> which;
+  for (size_t b = 0; b < batch_.size(); ++b) {
+    const Slot& slot = *batch_[b];
+    if (slot.generation.done() || !slot.generation.greedy()) continue;
+    rows.push_back(slot.logits.reshape({-1}));
+    which.push_back(b);
+  }
+  if (rows.size() < 2) return chosen;  // one row: its Sampler reads one id as well
+  try {
+    // Every greedy row's argmax on the device, read in one transfer instead of one per row.
+    const std::vector<int64_t> ids = HostInts(at::stack(rows).argmax(1));
+    for (size_t i = 0; i < which.size(); ++i) chosen[which[i]] = static_cast<TokenId>(ids[i]);
+  } catch (const std::exception&) {
+    // Rows that do not stack (logits of different sizes or devices): each samples its own.
+  }
+  return chosen;
+}
+
+bool BatchEngine::InPool(Slot& slot) {
+  if (pool_ == nullptr || slot.outside_pool) return false;
+  if (pool_->Holds(slot.cache)) return true;
+  // Its first step: its KV moves into the pool. One that does not fit (device memory) decodes
+  // from its own cache, in the same steps as the others.
+  try {
+    pool_->Admit(slot.cache, slot.options.max_tokens);
+    return true;
+  } catch (const std::exception& e) {
+    slot.outside_pool = true;
+    std::fprintf(stderr, "[sift] batch decode: a request decodes outside the pool: %s\n", e.what());
+    return false;
+  }
+}
+
 void BatchEngine::Finish(Slot& slot, std::exception_ptr error) {
+  if (pool_ != nullptr) {  // the decoded entries back into the caller's cache before it returns
+    try {
+      pool_->Release(slot.cache);
+    } catch (...) {
+      if (error == nullptr) error = std::current_exception();
+    }
+  }
   if (error == nullptr) {
     try {
       if (std::optional<std::string> rest = slot.generation.Flush(); rest && slot.on_piece) {

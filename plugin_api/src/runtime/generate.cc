@@ -57,14 +57,27 @@ std::string Generation::TakePiece(size_t upto) {
 }
 
 GenerationStep Generation::Next(const at::Tensor& logits) {
-  GenerationStep step;
-  if (done_) return step;
+  if (done_) return {};
   if (static_cast<int64_t>(result_.tokens.size()) >= options_.max_tokens) {
     done_ = true;  // max_tokens = 0: nothing to sample
-    return step;
+    return {};
   }
+  return Accept(sampler_.Sample(logits));
+}
+
+GenerationStep Generation::NextChosen(TokenId token) {
+  SIFT_CHECK(greedy(), "Generation::NextChosen: the generation samples (temperature > 0)");
+  if (done_) return {};
+  if (static_cast<int64_t>(result_.tokens.size()) >= options_.max_tokens) {
+    done_ = true;
+    return {};
+  }
+  return Accept(token);
+}
+
+GenerationStep Generation::Accept(TokenId token) {
+  GenerationStep step;
   const Tokenizer& tok = model_.tokenizer();
-  const TokenId token = sampler_.Sample(logits);
   const bool is_stop_token = std::find(options_.stop_tokens.begin(), options_.stop_tokens.end(),
                                        token) != options_.stop_tokens.end();
   if (is_stop_token || (!options_.ignore_eog && tok.IsEog(token))) {

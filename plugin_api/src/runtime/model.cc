@@ -575,8 +575,6 @@ at::Tensor Model::DecodeStep(const std::vector<TokenId>& ids, const std::vector<
   SIFT_CHECK(n > 0 && positions.size() == ids.size() && caches.size() == ids.size(),
              "DecodeStep: ", ids.size(), " ids, ", positions.size(), " positions and ",
              caches.size(), " caches (need the same number, at least one)");
-  const ModelConfig& c = config();
-  const int64_t hd = c.head_dim, nq = c.num_heads * hd, nkv = c.num_kv_heads * hd;
   // Native weights exist only on the CPU (Load), so this is the CPU host path.
   const bool host_path = native_weights() && options_.cpu_kernels;
   // The step's ids and positions (and on the host path its activations) in the caller's buffers
@@ -590,9 +588,24 @@ at::Tensor Model::DecodeStep(const std::vector<TokenId>& ids, const std::vector<
   AttentionOptions attn_options = attention;
   attn_options.upcast_fp32 = false;  // one query row per sequence
   if (host_path) return HostDecodeStep(*this, b_qkv_, id_rows, pos, caches, attn_options, b);
-  const RopeTables rope = Rope(pos);
-  at::Tensor x = Embed(id_rows);
   if (!options_.cpu_kernels) attn_options.kernel = AttentionKernel::kTorch;
+  return DecodeLayers(
+      id_rows, Rope(pos),
+      [&](int64_t layer, const at::Tensor& q, const at::Tensor& k, const at::Tensor& v) {
+        for (int64_t i = 0; i < n; ++i) {
+          caches[static_cast<size_t>(i)]->Append(layer, k.narrow(0, i, 1), v.narrow(0, i, 1),
+                                                 pos.narrow(0, i, 1));
+        }
+        return DecodeAttention(q, pos, caches, layer, attn_options);
+      });
+}
+
+at::Tensor Model::DecodeLayers(const at::Tensor& ids, const RopeTables& rope,
+                               const DecodeAttend& attend) const {
+  const ModelConfig& c = config();
+  const int64_t n = ids.size(0);
+  const int64_t hd = c.head_dim, nq = c.num_heads * hd, nkv = c.num_kv_heads * hd;
+  at::Tensor x = Embed(ids);
   for (int64_t layer = 0; layer < c.num_layers; ++layer) {
     const QuantizedLayer* ql = Quantized(layer);
     at::Tensor qkv = LinearRows(NormF32(x, weights_.layers.at(layer).attn_norm), w_qkv_.at(layer),
@@ -613,11 +626,7 @@ at::Tensor Model::DecodeStep(const std::vector<TokenId>& ids, const std::vector<
     const at::Tensor q = qkv.narrow(1, 0, nq).view({n, c.num_heads, hd});
     const at::Tensor k = qkv.narrow(1, nq, nkv).view({n, c.num_kv_heads, hd});
     const at::Tensor v = qkv.narrow(1, nq + nkv, nkv).view({n, c.num_kv_heads, hd});
-    for (int64_t i = 0; i < n; ++i) {
-      caches[static_cast<size_t>(i)]->Append(layer, k.narrow(0, i, 1), v.narrow(0, i, 1),
-                                             pos.narrow(0, i, 1));
-    }
-    const at::Tensor attn = DecodeAttention(q, pos, caches, layer, attn_options);
+    const at::Tensor attn = attend(layer, q, k, v);
     at::Tensor h = x + OutputProjectionRows(layer, attn, /*decode_rows=*/true);
     x = h.add_(
         FfnRows(layer, NormF32(h, weights_.layers.at(layer).ffn_norm), /*decode_rows=*/true));

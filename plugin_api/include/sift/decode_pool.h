@@ -1,0 +1,121 @@
+// The KV of a decode batch in one pool at fixed addresses, so that a decode step is a fixed
+// sequence of device operators over fixed buffers: on CUDA captured once per batch-size bucket as
+// a CUDA graph and replayed, elsewhere run eagerly (the same operators, for tests on the CPU).
+//
+// A request's cache is admitted once (its entries moved into a region of the pool with room for
+// its remaining tokens), decodes there, and is released when it leaves (its entries, the decoded
+// ones too, moved back into its cache). A step stages every row's token, position, region and
+// per-layer length into one host buffer and copies it to the device in one transfer; the graph
+// reads them from there: RoPE rows gathered from a device table, the new k/v written at
+// region + length by device-side index, and attention over each row's length. The attention is
+// LibTorch's flash varlen kernel with `seqused_k` (each row reads its own region's used length;
+// LibTorch >= 2.5, bf16/fp16) where it applies, else a gather of each row's region masked by
+// its length (the CPU and fp32). docs/engine.md#decode-graphs.
+//
+// OWNERSHIP: the pool borrows the Model (the caller keeps it alive) and, between Admit and
+//            Release, the caller's caches (empty meanwhile: their entries live in the pool; they
+//            must not be changed or destroyed before Release).
+// THREADING: not thread-safe: one thread (BatchEngine's loop) calls everything.
+// ERRORS:    sift::Error on misuse (a cache admitted twice, a step over a cache not admitted, a
+//            model the pool cannot run); LibTorch's errors propagate. A graph that fails to
+//            capture turns graphs off for the pool (one stderr line) and the step runs eagerly.
+#ifndef SIFT_DECODE_POOL_H_
+#define SIFT_DECODE_POOL_H_
+
+#include <ATen/ATen.h>
+
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "sift/kv_cache.h"
+#include "sift/model.h"
+
+namespace sift {
+
+struct DecodePoolOptions {
+  // Capture steps as CUDA graphs where GraphsAvailable(); false: always eager.
+  bool graphs = true;
+  // Entries per layer the pool starts with (0: what the first admission needs, at least 4096).
+  // It doubles when an admission does not fit (moving every region: graphs are captured anew).
+  int64_t initial_entries = 0;
+};
+
+class DecodePool {
+ public:
+  // Empty when `model` can decode through a pool, else why not (native weights with the CPU
+  // kernels decode on their own host path).
+  static std::string Unsupported(const Model& model);
+  // True when steps can be CUDA graphs: a build with CUDA, LibTorch >= 2.5 (flash varlen with
+  // seqused_k), the model on a CUDA device in bf16 or fp16. Else false, with the reason in *why.
+  static bool GraphsAvailable(const Model& model, std::string* why = nullptr);
+
+  // Throws sift::Error when Unsupported(model) is not empty.
+  explicit DecodePool(const Model& model, DecodePoolOptions options = {});
+  ~DecodePool();
+  DecodePool(const DecodePool&) = delete;
+  DecodePool& operator=(const DecodePool&) = delete;
+
+  // Moves `cache`'s entries into a region with room for `max_new_tokens` more per layer: the
+  // cache is left empty (its memory released), so the KV is held once.
+  void Admit(KvCache& cache, int64_t max_new_tokens);
+  // Puts the region's entries back into `cache` (those admitted, then those decoded, at the
+  // steps' positions) and frees the region. A cache not admitted is left as it is.
+  void Release(KvCache& cache);
+  bool Holds(const KvCache& cache) const { return regions_.count(&cache) != 0; }
+  // Model::DecodeStep over admitted caches: row i is ids[i] at positions[i], appended to
+  // caches[i]'s region, attending to it. Returns [rows, vocab] fp32 on the model's device, valid
+  // until the next Step. Throws when a cache was not admitted or has no room left.
+  at::Tensor Step(const std::vector<TokenId>& ids, const std::vector<int64_t>& positions,
+                  const std::vector<KvCache*>& caches);
+
+  // "cuda graphs (3 captured)" or "eager (why)": what the steps run as (logs, benchmarks).
+  std::string Describe() const;
+  int64_t graphs_captured() const;
+  int64_t capacity() const { return capacity_; }  // entries per layer
+
+ private:
+  struct Region {
+    int64_t offset = 0, capacity = 0;  // entries [offset, offset + capacity) of every layer
+    std::vector<int64_t> admitted;     // per layer: entries the cache held at Admit
+    std::vector<at::Tensor> admitted_positions;  // per layer: their positions [Hkv, n], host
+    std::vector<int64_t> size;                   // per layer: entries now (admitted + decoded)
+    std::vector<int64_t> positions;              // the positions of the decoded entries, in order
+  };
+  struct Graphs;  // the captured steps (CUDA builds), by bucket
+
+  // Makes room for `entries` more (a region at least that large), growing the pool if needed.
+  int64_t Allocate(int64_t entries);
+  void Free(int64_t offset, int64_t entries);
+  void Grow(int64_t min_capacity);
+  // Writes the step's inputs for `rows` (a bucket) into the staging buffers and copies them to
+  // the device; returns the bucket's key bound and each row's region in *regions.
+  int64_t Stage(const std::vector<TokenId>& ids, const std::vector<int64_t>& positions,
+                const std::vector<KvCache*>& caches, int64_t rows, std::vector<Region*>* regions);
+  // The bucket's graph replayed (captured first if new); undefined where steps are not graphs.
+  at::Tensor Replay(int64_t rows, int64_t max_keys);
+  // The step over the staged inputs of `rows` (a bucket) with keys read up to `max_keys`: the
+  // operators a graph captures.
+  at::Tensor Compute(int64_t rows, int64_t max_keys);
+  at::Tensor Attend(int64_t layer, const at::Tensor& q, int64_t rows, int64_t max_keys);
+
+  const Model& model_;
+  const DecodePoolOptions options_;
+  const int64_t layers_;
+  bool flash_ = false;                        // attention by the flash varlen kernel
+  std::string eager_why_;                     // why steps are not graphs (empty when they are)
+  int64_t capacity_ = 0;                      // entries per layer
+  std::vector<at::Tensor> k_, v_;             // per layer [capacity, Hkv, hd], device
+  std::map<const KvCache*, Region> regions_;  // admitted caches
+  std::map<int64_t, int64_t> free_;           // free entries: offset -> count
+  at::Tensor rope_cos_, rope_sin_;            // [positions, hd / 2] fp32, device
+  at::Tensor staged_host_, staged_;           // the step's inputs (layout: decode_pool.cc)
+  int64_t staged_rows_ = 0;                   // rows the staging buffers hold
+  std::unique_ptr<Graphs> graphs_;
+};
+
+}  // namespace sift
+
+#endif  // SIFT_DECODE_POOL_H_
