@@ -195,8 +195,10 @@ class BatchEngine final : public BatchDecoder {
   // The loop thread only: every step's ids, positions, activations and logits (the slots' logits
   // are views of it, sampled before the next step overwrites them).
   DecodeBuffers buffers_;
-  // The loop thread only: the batch's KV during decode when the options choose a pool (null
-  // otherwise). Requests are admitted when they join the batch and released when they leave.
+  // The batch's KV during decode when the options choose a pool (null otherwise): set by the
+  // constructor and never replaced (Decode() reads whether there is one); the pool itself is
+  // used by the loop thread only. Requests are admitted at their first step and released when
+  // they leave.
   std::unique_ptr<DecodePool> pool_;
   std::thread thread_;  // last: started when everything above exists
 };

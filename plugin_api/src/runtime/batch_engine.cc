@@ -100,8 +100,11 @@ GenerationResult BatchEngine::Decode(const Model& model, KvCache& cache,
   SIFT_CHECK(&model == model_.get(), "BatchEngine::Decode: another model than the engine's");
   SIFT_CHECK(!OnLoopThread(), "BatchEngine::Decode: called from the loop thread");
   SIFT_CHECK(model.has_tokenizer(), "Generate: the model has no tokenizer");
-  // Room for every token this request may append, so steps never reallocate its cache.
-  for (int64_t l = 0; l < cache.num_layers(); ++l) cache.Reserve(l, options.max_tokens);
+  // Room for every token this request may append, so steps never reallocate its cache (with a
+  // pool its region has that room instead; pool_ never changes after construction).
+  if (pool_ == nullptr) {
+    for (int64_t l = 0; l < cache.num_layers(); ++l) cache.Reserve(l, options.max_tokens);
+  }
   Slot slot(model, cache, options, on_piece, first_logits, next_position);
   {
     MutexLock lock(mu_);
