@@ -390,7 +390,13 @@ TEST_F(OpenAiPeerTest, HalfClosedClientsAreAnswered) {
   SendAll(busy, Post("/v1/completions", Completion(12, false, R"(,"sift":{"ignore_eos":true})")));
   const int fd = Dial(Address());
   SendAll(fd, Post("/v1/completions", Completion(12, false, R"(,"sift":{"ignore_eos":true})")));
+  // Closed once the daemon holds its request in the queue (under load a fixed 50 ms could pass
+  // before it had even read it: nothing to cancel then), waiting at most 2 s.
+  const auto queued_by = Clock::now() + std::chrono::seconds(2);
   std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  while (Metric(*daemon_, "sift_queue_depth") < 1 && Clock::now() < queued_by) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
   ::close(fd);
   EXPECT_EQ(StatusOf(ReadUntilClosed(busy, 120000)), 200);
   ::close(busy);
