@@ -194,10 +194,10 @@ class OpenAiPeerTest : public ::testing::Test {
     daemon_ = new Daemon();
     keys_ = (fs::temp_directory_path() / ("peer-keys-" + std::to_string(::getpid()))).string();
     std::ofstream(keys_) << kKey << "\n";
-    start_error_ =
-        daemon_->Start({"--openai", "127.0.0.1:0", "--openai-api-keys", keys_,
-                        "--openai-max-connections-per-peer", "8", "--openai-idle-timeout-ms",
-                        "1000", "--workers", "1", "--max-tokens-limit", "12", "--n-ctx", "512"});
+    start_error_ = daemon_->Start(
+        {"--openai", "127.0.0.1:0", "--openai-api-keys", keys_, "--openai-max-connections-per-peer",
+         "8", "--openai-idle-timeout-ms", "1000", "--workers", "1", "--max-batch", "0",
+         "--max-tokens-limit", "12", "--n-ctx", "512"});
   }
   static void TearDownTestSuite() {
     delete daemon_;
@@ -385,21 +385,27 @@ TEST_F(OpenAiPeerTest, HalfClosedClientsAreAnswered) {
   }
   EXPECT_EQ(Metric(*daemon_, "sift_requests_total", "outcome=\"client_gone\""), gone_before);
   // A client that closes (not half-closes) while its whole response is being prepared: queued
-  // behind another client's request (one worker), it is cancelled.
-  const int busy = Dial(Address(), "127.0.0.4");
-  SendAll(busy, Post("/v1/completions", Completion(12, false, R"(,"sift":{"ignore_eos":true})")));
+  // behind two other clients' requests (one worker, no batch: a batch would run it at once and
+  // could finish it before the close is seen), it is cancelled.
+  int busy[2];
+  for (int i = 0; i < 2; ++i) {
+    busy[i] = Dial(Address(), i == 0 ? "127.0.0.4" : "127.0.0.5");
+    SendAll(busy[i],
+            Post("/v1/completions", Completion(12, false, R"(,"sift":{"ignore_eos":true})")));
+  }
   const int fd = Dial(Address());
   SendAll(fd, Post("/v1/completions", Completion(12, false, R"(,"sift":{"ignore_eos":true})")));
   // Closed once the daemon holds its request in the queue (under load a fixed 50 ms could pass
-  // before it had even read it: nothing to cancel then), waiting at most 2 s.
-  const auto queued_by = Clock::now() + std::chrono::seconds(2);
-  std::this_thread::sleep_for(std::chrono::milliseconds(50));
-  while (Metric(*daemon_, "sift_queue_depth") < 1 && Clock::now() < queued_by) {
+  // before it had even read it: nothing to cancel then), waiting at most 5 s.
+  const auto queued_by = Clock::now() + std::chrono::seconds(5);
+  while (Metric(*daemon_, "sift_queue_depth") < 2 && Clock::now() < queued_by) {
     std::this_thread::sleep_for(std::chrono::milliseconds(10));
   }
   ::close(fd);
-  EXPECT_EQ(StatusOf(ReadUntilClosed(busy, 120000)), 200);
-  ::close(busy);
+  for (int b : busy) {
+    EXPECT_EQ(StatusOf(ReadUntilClosed(b, 120000)), 200);
+    ::close(b);
+  }
   const auto end = Clock::now() + std::chrono::seconds(60);
   while (Metric(*daemon_, "sift_requests_total", "outcome=\"client_gone\"") <= gone_before &&
          Clock::now() < end) {
