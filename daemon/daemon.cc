@@ -326,9 +326,7 @@ Batching Daemon::StartBatching() {
     BatchEngineOptions eo;
     eo.max_batch = options_.max_batch;
     eo.decode_interval = std::chrono::milliseconds(options_.decode_interval_ms);
-    eo.decode_pool = options_.decode_pool == "on"    ? DecodePoolMode::kOn
-                     : options_.decode_pool == "off" ? DecodePoolMode::kOff
-                                                     : DecodePoolMode::kAuto;
+    ParseDecodePoolMode(options_.decode_pool, &eo.decode_pool);  // checked in options.cc
     engine_ = std::make_unique<BatchEngine>(model_, eo);
     batching.engine = engine_.get();
     batching.slice_tokens = options_.prefill_chunk;

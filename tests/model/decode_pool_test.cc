@@ -6,7 +6,6 @@
 // captured graphs and the flash varlen attention.
 #include <gtest/gtest.h>
 
-#include <cstdlib>
 #include <memory>
 #include <string>
 #include <thread>
@@ -17,17 +16,12 @@
 #include "sift/error.h"
 #include "sift/generate.h"
 #include "sift/model.h"
+#include "support/model_path.h"
 
 namespace sift {
 namespace {
 
-std::string ModelPath() {
-  const char* p = std::getenv("SIFT_MODEL");
-  return p ? p : "";
-}
-
-#define SKIP_WITHOUT_MODEL() \
-  if (ModelPath().empty()) GTEST_SKIP() << "set SIFT_MODEL to the SmolLM2 GGUF file"
+using ::sift::testing::ModelPath;
 
 const char* const kPrompts[] = {
     "The capital of France is",
@@ -121,7 +115,7 @@ double CompareSteps(const Model& model, DecodePool& pool, std::vector<Request>& 
 
 class DecodePoolTest : public ::testing::Test {
  protected:
-  void SetUp() override { SKIP_WITHOUT_MODEL(); }
+  void SetUp() override { SIFT_SKIP_WITHOUT_MODEL(); }
 };
 
 // Requests of different lengths (one with per-layer lengths) join at steps 0, 0, 2 and 4 and
@@ -173,6 +167,26 @@ TEST_F(DecodePoolTest, MisuseIsAClearError) {
   std::string why;
   EXPECT_FALSE(DecodePool::GraphsAvailable(*model, &why));
   EXPECT_FALSE(why.empty());
+
+  // Which batches use one: kOn wherever one runs, kAuto only where steps are graphs, kOff never.
+  EXPECT_TRUE(DecodePool::Wanted(*model, DecodePoolMode::kOn, &why)) << why;
+  EXPECT_TRUE(why.empty());
+  EXPECT_FALSE(DecodePool::Wanted(*model, DecodePoolMode::kAuto, &why));
+  EXPECT_NE(why.find("CUDA"), std::string::npos) << why;
+  EXPECT_FALSE(DecodePool::Wanted(*model, DecodePoolMode::kOff, &why));
+  EXPECT_EQ(why, "decode pool off");
+  EXPECT_FALSE(DecodePool::Wanted(*native, DecodePoolMode::kOn, &why));
+  EXPECT_EQ(why, DecodePool::Unsupported(*native));
+  DecodePoolMode mode = DecodePoolMode::kOff;
+  EXPECT_TRUE(ParseDecodePoolMode("on", &mode));
+  EXPECT_EQ(mode, DecodePoolMode::kOn);
+  EXPECT_TRUE(ParseDecodePoolMode("auto", &mode));
+  EXPECT_EQ(mode, DecodePoolMode::kAuto);
+  EXPECT_TRUE(ParseDecodePoolMode("off", &mode));
+  EXPECT_EQ(mode, DecodePoolMode::kOff);
+  EXPECT_FALSE(ParseDecodePoolMode("On", &mode));
+  EXPECT_FALSE(ParseDecodePoolMode("", &mode));
+  EXPECT_EQ(mode, DecodePoolMode::kOff) << "untouched on a bad value";
 }
 
 // The BatchEngine with its batch's KV in a pool (DecodePoolMode::kOn: eager steps on the CPU)

@@ -70,7 +70,8 @@ struct Settings {
   int reps = 0;                     // 0 = by length
   std::vector<std::string> dtypes;
   std::string kernels = "auto";
-  std::string decode_pool = "auto";  // --decode-pool: auto | on | off
+  std::string decode_pool = "auto";                              // --decode-pool: auto | on | off
+  sift::DecodePoolMode pool_mode = sift::DecodePoolMode::kAuto;  // decode_pool, parsed
   std::string weights = "native";
   std::string device = "cpu";
   int threads = 0;
@@ -84,11 +85,8 @@ struct Settings {
 // sift::DecodePool (--decode-pool on; auto: where its steps are CUDA graphs).
 class Decoder {
  public:
-  Decoder(const sift::Model& model, const std::string& mode) : model_(model) {
-    const bool pool =
-        sift::DecodePool::Unsupported(model).empty() &&
-        (mode == "on" || (mode == "auto" && sift::DecodePool::GraphsAvailable(model)));
-    if (pool) pool_ = std::make_unique<sift::DecodePool>(model);
+  Decoder(const sift::Model& model, sift::DecodePoolMode mode) : model_(model) {
+    if (sift::DecodePool::Wanted(model, mode)) pool_ = std::make_unique<sift::DecodePool>(model);
   }
   void Admit(sift::KvCache& cache, int64_t max_new) {
     if (pool_) pool_->Admit(cache, max_new);
@@ -167,7 +165,7 @@ json BenchDecode(const sift::Model& model, const Settings& s, const std::string&
     cache.set_headroom(s.decode_tokens + 2);
     at::Tensor logits = model.Forward(SyntheticPrompt(ctx, c.vocab_size), 0, cache);
     int64_t pos = ctx;
-    Decoder decoder(model, s.decode_pool);
+    Decoder decoder(model, s.pool_mode);
     decoder.Admit(cache, s.decode_tokens + 2);
     auto step = [&] {
       const auto next = static_cast<sift::TokenId>(sift::HostInt(logits.argmax()));
@@ -225,7 +223,7 @@ json BenchBatchDecode(const sift::Model& model, const Settings& s, const std::st
       positions.push_back(static_cast<int64_t>(prompt.size()));
     }
     for (sift::KvCache& cache : caches) cache_ptrs.push_back(&cache);
-    Decoder decoder(model, s.decode_pool);
+    Decoder decoder(model, s.pool_mode);
     for (sift::KvCache& cache : caches) decoder.Admit(cache, s.decode_tokens + 2);
     auto step = [&] {
       const at::Tensor logits = decoder.Step(ids, positions, cache_ptrs);
@@ -410,7 +408,7 @@ int main(int argc, char** argv) {
   if (s.model_path.empty()) return cl.Error("no MODEL given");
   if (s.kernels != "auto" && s.kernels != "torch")
     return cl.Error("--kernels must be auto or torch");
-  if (s.decode_pool != "auto" && s.decode_pool != "on" && s.decode_pool != "off")
+  if (!sift::ParseDecodePoolMode(s.decode_pool, &s.pool_mode))
     return cl.Error("--decode-pool must be auto, on or off");
   if (!sift::IsActivationsMode(s.activations)) {
     return cl.Error("--activations must be auto, int8 or fp32");

@@ -58,6 +58,7 @@
 #include <thread>
 #include <vector>
 
+#include "sift/decode_pool.h"
 #include "sift/generate.h"
 #include "sift/model.h"
 #include "sift/thread_annotations.h"
@@ -75,15 +76,6 @@ class BatchDecoder {
                                   const at::Tensor& first_logits, int64_t next_position,
                                   const GenerationOptions& options,
                                   const StreamCallback& on_piece) = 0;
-};
-
-class DecodePool;
-
-// Where the batch's decode steps keep their KV (BatchEngineOptions::decode_pool).
-enum class DecodePoolMode {
-  kAuto,  // in a sift::DecodePool where its steps are CUDA graphs (DecodePool::GraphsAvailable)
-  kOn,    // in a DecodePool wherever one runs (eager steps without graphs: the CPU's tests)
-  kOff,   // each request's own cache, Model::DecodeStep
 };
 
 struct BatchEngineOptions {

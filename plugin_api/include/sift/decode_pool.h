@@ -35,6 +35,15 @@
 
 namespace sift {
 
+// Where a batch's decode steps keep their KV (BatchEngineOptions::decode_pool, --decode-pool).
+enum class DecodePoolMode {
+  kAuto,  // in a sift::DecodePool where its steps are CUDA graphs (DecodePool::GraphsAvailable)
+  kOn,    // in a DecodePool wherever one runs (eager steps without graphs: the CPU's tests)
+  kOff,   // each request's own cache, Model::DecodeStep
+};
+// "auto" | "on" | "off" into *mode; false (and *mode untouched) for anything else.
+bool ParseDecodePoolMode(const std::string& text, DecodePoolMode* mode);
+
 struct DecodePoolOptions {
   // Capture steps as CUDA graphs where GraphsAvailable(); false: always eager.
   bool graphs = true;
@@ -51,6 +60,9 @@ class DecodePool {
   // True when steps can be CUDA graphs: a build with CUDA, LibTorch >= 2.5 (flash varlen with
   // seqused_k), the model on a CUDA device in bf16 or fp16. Else false, with the reason in *why.
   static bool GraphsAvailable(const Model& model, std::string* why = nullptr);
+  // Whether a batch in `mode` decodes through a pool on `model`: kOn or kAuto where
+  // GraphsAvailable(), and Unsupported() empty. Else false, with the reason in *why.
+  static bool Wanted(const Model& model, DecodePoolMode mode, std::string* why = nullptr);
 
   // Throws sift::Error when Unsupported(model) is not empty.
   explicit DecodePool(const Model& model, DecodePoolOptions options = {});

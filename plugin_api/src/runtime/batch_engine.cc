@@ -67,17 +67,13 @@ BatchEngine::BatchEngine(std::shared_ptr<const Model> model, BatchEngineOptions 
              options_.max_batch);
   SIFT_CHECK(options_.decode_interval.count() >= 0, "BatchEngine: decode_interval must be >= 0");
   std::string why;
-  const bool pooled =
-      DecodePool::Unsupported(*model_).empty() && (options_.decode_pool == DecodePoolMode::kOn ||
-                                                   (options_.decode_pool == DecodePoolMode::kAuto &&
-                                                    DecodePool::GraphsAvailable(*model_, &why)));
-  if (pooled) {
+  if (DecodePool::Wanted(*model_, options_.decode_pool, &why)) {
     pool_ = std::make_unique<DecodePool>(*model_);
     std::fprintf(stderr, "[sift] batch decode: KV in a decode pool, steps as %s\n",
                  pool_->Describe().c_str());
   } else if (model_->options().device.is_cuda()) {  // where graphs were expected: say why not
     std::fprintf(stderr, "[sift] batch decode: each request's own cache, eager steps (%s)\n",
-                 options_.decode_pool == DecodePoolMode::kOff ? "decode pool off" : why.c_str());
+                 why.c_str());
   }
   thread_ = std::thread([this] { Loop(); });
   MutexLock lock(mu_);

@@ -95,6 +95,27 @@ bool DecodePool::GraphsAvailable(const Model& model, std::string* why) {
   return reason.empty();
 }
 
+bool DecodePool::Wanted(const Model& model, DecodePoolMode mode, std::string* why) {
+  std::string reason = Unsupported(model);
+  if (reason.empty() && mode == DecodePoolMode::kOff) reason = "decode pool off";
+  if (reason.empty() && mode == DecodePoolMode::kAuto) GraphsAvailable(model, &reason);
+  if (why != nullptr) *why = reason;
+  return reason.empty();
+}
+
+bool ParseDecodePoolMode(const std::string& text, DecodePoolMode* mode) {
+  if (text == "auto") {
+    *mode = DecodePoolMode::kAuto;
+  } else if (text == "on") {
+    *mode = DecodePoolMode::kOn;
+  } else if (text == "off") {
+    *mode = DecodePoolMode::kOff;
+  } else {
+    return false;
+  }
+  return true;
+}
+
 DecodePool::DecodePool(const Model& model, DecodePoolOptions options)
     : model_(model),
       options_(options),
