@@ -67,8 +67,8 @@ bool PluginsBuilt() {
          fs::exists(std::string(SIFT_BINARY_DIR) + "/plugins/decode_local.so");
 }
 
-#define SKIP_WITHOUT_DAEMON()                                           \
-  if (!std::getenv("SIFT_MODEL")) GTEST_SKIP() << "SIFT_MODEL not set"; \
+#define SKIP_WITHOUT_DAEMON() \
+  SIFT_SKIP_WITHOUT_MODEL();  \
   if (!PluginsBuilt()) GTEST_SKIP() << "plugins prefill_full/decode_local not built"
 
 // How much longer the tests wait for siftd: $SIFT_TEST_TIME_SCALE, default 1 (tools/tsan.sh sets
@@ -403,7 +403,7 @@ TEST(BatchingTest, AShortPromptIsAnsweredWhileALongOneIsPrefilled) {
 class BatchFlowTest : public ::testing::Test {
  protected:
   static void SetUpTestSuite() {
-    if (!std::getenv("SIFT_MODEL") || !PluginsBuilt()) return;
+    if (sift::testing::ModelPath().empty() || !PluginsBuilt()) return;
     daemon_ = new Daemon();
     start_error_ = daemon_->Start({"--workers", "16", "--n-ctx", "512"});
   }

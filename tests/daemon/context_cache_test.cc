@@ -107,7 +107,7 @@ const char* kQuestions[] = {
 class ContextCacheTest : public ::testing::Test {
  protected:
   static void SetUpTestSuite() {
-    if (std::getenv("SIFT_MODEL") == nullptr) return;
+    if (sift::testing::ModelPath().empty()) return;
     cached_ = new Daemon();
     fresh_ = new Daemon();
     const std::vector<std::string> flags = {"--dtype", "fp32",    "--activations",
@@ -122,7 +122,7 @@ class ContextCacheTest : public ::testing::Test {
     cached_ = fresh_ = nullptr;
   }
   void SetUp() override {
-    if (std::getenv("SIFT_MODEL") == nullptr) GTEST_SKIP() << "SIFT_MODEL not set";
+    SIFT_SKIP_WITHOUT_MODEL();
     ASSERT_EQ(start_error_, "");
   }
 
@@ -385,7 +385,7 @@ TEST_F(ContextCacheTest, ACancelledRequestLeavesTheCacheServing) {
 }
 
 TEST(ContextCacheBudgetTest, ASmallBudgetEvictsInsteadOfGrowing) {
-  if (std::getenv("SIFT_MODEL") == nullptr) GTEST_SKIP() << "SIFT_MODEL not set";
+  SIFT_SKIP_WITHOUT_MODEL();
   Daemon probe;
   ASSERT_EQ(probe.Start({"--dtype", "fp32", "--n-ctx", "2048"}), "");
   const int64_t per_token = KvBytesPerToken(probe);
@@ -416,7 +416,7 @@ TEST(ContextCacheBudgetTest, ASmallBudgetEvictsInsteadOfGrowing) {
 // A plugins folder of copies (prefill_full, decode_local) and the full pipeline, rescanned on
 // SIGHUP only.
 TEST(ContextCacheReloadTest, AHotReloadedPrefillNeverServesItsOldEntries) {
-  if (std::getenv("SIFT_MODEL") == nullptr) GTEST_SKIP() << "SIFT_MODEL not set";
+  SIFT_SKIP_WITHOUT_MODEL();
   sift::testing::TempDir dir;
   const std::string plugins = dir.File("plugins"), pipelines = dir.File("pipelines");
   fs::create_directories(plugins);

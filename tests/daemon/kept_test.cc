@@ -77,7 +77,7 @@ int64_t LayersCovered(const json& kept) {
 class KeptTest : public ::testing::Test {
  protected:
   static void SetUpTestSuite() {
-    if (std::getenv("SIFT_MODEL") == nullptr) return;
+    if (sift::testing::ModelPath().empty()) return;
     daemon_ = new Daemon();
     // No prefix cache: each request's cache is its own prefill's (the cache does not change
     // what is kept, but keeps these tests independent of their order).
@@ -88,7 +88,7 @@ class KeptTest : public ::testing::Test {
     daemon_ = nullptr;
   }
   void SetUp() override {
-    if (std::getenv("SIFT_MODEL") == nullptr) GTEST_SKIP() << "SIFT_MODEL not set";
+    SIFT_SKIP_WITHOUT_MODEL();
     ASSERT_EQ(start_error_, "");
   }
   // A request with and one without return_kept: the same answer; the kept report.

@@ -27,7 +27,7 @@ using json = nlohmann::json;
 using Clock = std::chrono::steady_clock;
 
 #define REQUIRE_MODEL()                                               \
-  if (std::getenv("SIFT_MODEL") == nullptr) {                         \
+  if (sift::testing::ModelPath().empty()) {                           \
     GTEST_SKIP() << "SIFT_MODEL is not set (tools/setup.sh sets it)"; \
   }
 
@@ -35,7 +35,7 @@ std::vector<std::string> SiftdArgs(const sift::testing::TempDir& dir,
                                    const std::vector<std::string>& extra) {
   std::vector<std::string> args = {std::string(SIFT_BINARY_DIR) + "/bin/siftd",
                                    "--model",
-                                   std::getenv("SIFT_MODEL"),
+                                   sift::testing::ModelPath(),
                                    "--pipelines",
                                    std::string(SIFT_SOURCE_DIR) + "/pipelines",
                                    "--plugins",

@@ -44,7 +44,7 @@ using Daemon = sift::testing::SiftdProcess;
 constexpr char kKey[] = "sk-peer-limits-test";
 
 bool HaveModel(std::string* why) {
-  if (!std::getenv("SIFT_MODEL")) {
+  if (sift::testing::ModelPath().empty()) {
     *why = "SIFT_MODEL not set";
     return false;
   }
@@ -436,7 +436,7 @@ TEST_F(OpenAiPeerTest, ListingsDiscloseNoPaths) {
   ASSERT_EQ(StatusOf(models), 200);
   for (const std::string& dir :
        {std::string(SIFT_SOURCE_DIR), std::string(SIFT_BINARY_DIR), daemon_->dir(),
-        fs::path(std::getenv("SIFT_MODEL")).parent_path().string()}) {
+        fs::path(sift::testing::ModelPath()).parent_path().string()}) {
     EXPECT_EQ(listing.find(dir), std::string::npos) << dir;
     EXPECT_EQ(models.find(dir), std::string::npos) << dir;
   }
@@ -547,7 +547,7 @@ TEST_F(CurveKeysTest, APublicKeyIsNotAcceptedAsTheSecretKey) {
   for (const std::string& secret :
        {Path("server.pub"), Path("copy.key"), Path("alice_as_secret")}) {
     const int rc = RunSiftd(
-        {"--model", std::getenv("SIFT_MODEL"), "--curve-secret-key", secret, "--curve-client-keys",
+        {"--model", sift::testing::ModelPath(), "--curve-secret-key", secret, "--curve-client-keys",
          Path("clients"), "--http", "off", "--bind", "tcp://127.0.0.1:*"},
         &out);
     EXPECT_NE(rc, 0) << secret;

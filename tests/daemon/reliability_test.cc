@@ -52,7 +52,7 @@ std::string Pipeline(const std::string& name) {
 }
 
 bool HaveModelAndPlugins(std::string* why) {
-  if (!std::getenv("SIFT_MODEL")) {
+  if (sift::testing::ModelPath().empty()) {
     *why = "SIFT_MODEL not set";
     return false;
   }

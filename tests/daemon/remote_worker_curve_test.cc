@@ -177,7 +177,7 @@ std::map<std::string, std::vector<json>> Replies(SiftClient& c, const std::vecto
 class RemoteWorkerCurveTest : public ::testing::Test {
  protected:
   static void SetUpTestSuite() {
-    if (std::getenv("SIFT_MODEL") == nullptr) {
+    if (sift::testing::ModelPath().empty()) {
       skip_ = "SIFT_MODEL is not set (tools/setup.sh sets it)";
       return;
     }
@@ -208,7 +208,7 @@ class RemoteWorkerCurveTest : public ::testing::Test {
     std::ofstream(d + "/pipelines/full.toml")
         << "name = \"full\"\n[[stage]]\nplugin = \"prefill_full\"\n[[stage]]\nplugin = "
            "\"decode_local\"\n";
-    const std::string model = std::getenv("SIFT_MODEL");
+    const std::string model = sift::testing::ModelPath();
     const std::string plugins = std::string(SIFT_BINARY_DIR) + "/plugins";
     worker_ = new NsProcess(ns_->b(),
                             {"--worker", "--bind", "tcp://" + kWorkerIp + ":7801", "--model", model,

@@ -38,7 +38,7 @@ json LongerChat(int n) {
 class ShortPromptTest : public ::testing::Test {
  protected:
   static void SetUpTestSuite() {
-    if (std::getenv("SIFT_MODEL") == nullptr) return;
+    if (sift::testing::ModelPath().empty()) return;
     daemon_ = new sift::testing::SiftdProcess();
     start_error_ = daemon_->Start({"--workers", "1", "--n-ctx", "2048"});
   }
@@ -47,7 +47,7 @@ class ShortPromptTest : public ::testing::Test {
     daemon_ = nullptr;
   }
   void SetUp() override {
-    if (!std::getenv("SIFT_MODEL")) GTEST_SKIP() << "SIFT_MODEL not set";
+    SIFT_SKIP_WITHOUT_MODEL();
     for (const fs::path& p : fs::directory_iterator(std::string(SIFT_SOURCE_DIR) + "/pipelines")) {
       if (p.extension() == ".toml") shipped_.insert(p.stem().string());
     }
@@ -167,7 +167,7 @@ TEST_F(ShortPromptTest, ListSaysWhichPipelinesCannotRunOnTheModel) {
     }
   }
   // spts needs <model without .gguf>.spts.bin (tools/setup.sh calibrate makes it).
-  fs::path proxy(std::getenv("SIFT_MODEL"));
+  fs::path proxy(sift::testing::ModelPath());
   if (proxy.extension() == ".gguf") proxy.replace_extension("");
   const bool has_proxy = fs::exists(proxy.string() + ".spts.bin");
   ASSERT_TRUE(served.count("spts"));
@@ -185,7 +185,7 @@ TEST_F(ShortPromptTest, SptsWithoutProxiesIsListedUnavailable) {
   const std::string dir = daemon_->dir() + "/bare";
   fs::create_directories(dir);
   const std::string link = dir + "/model.gguf";
-  fs::create_symlink(fs::absolute(std::getenv("SIFT_MODEL")), link);
+  fs::create_symlink(fs::absolute(sift::testing::ModelPath()), link);
   sift::testing::SiftdProcess bare;
   ASSERT_EQ(bare.Start({"--workers", "1"}, link), "");
   sift::client::ClientOptions o;

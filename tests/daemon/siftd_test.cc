@@ -57,7 +57,7 @@ const char* kContext =
 class SiftdTest : public ::testing::Test {
  protected:
   static void SetUpTestSuite() {
-    if (!std::getenv("SIFT_MODEL")) return;
+    if (sift::testing::ModelPath().empty()) return;
     if (!fs::exists(std::string(SIFT_BINARY_DIR) + "/plugins/prefill_full.so") ||
         !fs::exists(std::string(SIFT_BINARY_DIR) + "/plugins/decode_local.so")) {
       return;
@@ -70,7 +70,7 @@ class SiftdTest : public ::testing::Test {
     daemon_ = nullptr;
   }
   void SetUp() override {
-    if (!std::getenv("SIFT_MODEL")) GTEST_SKIP() << "SIFT_MODEL not set";
+    SIFT_SKIP_WITHOUT_MODEL();
     if (!daemon_) GTEST_SKIP() << "plugins prefill_full/decode_local not built";
     ASSERT_EQ(start_error_, "");
   }
@@ -388,7 +388,7 @@ TEST_F(SiftdTest, PythonClientExample) {
 // Its own daemon: SIGTERM drains (the running request finishes, new ones are refused), the
 // process exits 0.
 TEST(SiftdDrainTest, SigtermDrainsGracefully) {
-  if (!std::getenv("SIFT_MODEL")) GTEST_SKIP() << "SIFT_MODEL not set";
+  SIFT_SKIP_WITHOUT_MODEL();
   if (!fs::exists(std::string(SIFT_BINARY_DIR) + "/plugins/decode_local.so")) {
     GTEST_SKIP() << "plugins not built";
   }

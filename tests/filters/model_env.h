@@ -5,22 +5,21 @@
 
 #include <gtest/gtest.h>
 
-#include <cstdlib>
 #include <memory>
 #include <string>
 #include <vector>
 
 #include "sift/model.h"
+#include "support/model_path.h"
 
 namespace sift::testing {
 
 inline std::shared_ptr<const Model> Fp32Model() {
   static std::shared_ptr<const Model> model = []() -> std::shared_ptr<const Model> {
-    const char* path = std::getenv("SIFT_MODEL");
-    if (path == nullptr || *path == '\0') return nullptr;
+    if (ModelPath().empty()) return nullptr;
     ModelOptions options;
     options.dtype = at::kFloat;
-    return Model::Load(path, options);
+    return Model::Load(ModelPath(), options);
   }();
   return model;
 }

@@ -29,7 +29,7 @@ std::string Context() {
 class FiltersSiftdTest : public ::testing::Test {
  protected:
   static void SetUpTestSuite() {
-    if (!std::getenv("SIFT_MODEL")) return;
+    if (sift::testing::ModelPath().empty()) return;
     for (const char* p : {"prefill_full", "decode_local", "prefill_partial", "gemfilter",
                           "prefill_streaming", "ilre"}) {
       if (!std::filesystem::exists(std::string(SIFT_BINARY_DIR) + "/plugins/" + p + ".so")) {
@@ -44,7 +44,7 @@ class FiltersSiftdTest : public ::testing::Test {
     daemon_ = nullptr;
   }
   void SetUp() override {
-    if (!std::getenv("SIFT_MODEL")) GTEST_SKIP() << "SIFT_MODEL not set";
+    SIFT_SKIP_WITHOUT_MODEL();
     if (!daemon_) GTEST_SKIP() << "filter plugins not built";
     ASSERT_EQ(start_error_, "");
   }

@@ -8,7 +8,6 @@
 #include <atomic>
 #include <chrono>
 #include <cstdio>
-#include <cstdlib>
 #include <functional>
 #include <memory>
 #include <mutex>
@@ -20,17 +19,12 @@
 #include "sift/batch_engine.h"
 #include "sift/generate.h"
 #include "sift/model.h"
+#include "support/model_path.h"
 
 namespace sift {
 namespace {
 
-std::string ModelPath() {
-  const char* p = std::getenv("SIFT_MODEL");
-  return p ? p : "";
-}
-
-#define SKIP_WITHOUT_MODEL() \
-  if (ModelPath().empty()) GTEST_SKIP() << "set SIFT_MODEL to the SmolLM2 GGUF file"
+using ::sift::testing::ModelPath;
 
 const char* const kPrompts[] = {
     "The capital of France is",
@@ -73,7 +67,7 @@ void Compress(KvCache& cache) {
 class BatchEngineTest : public ::testing::TestWithParam<std::tuple<at::ScalarType, bool>> {
  protected:
   void SetUp() override {
-    SKIP_WITHOUT_MODEL();
+    SIFT_SKIP_WITHOUT_MODEL();
     ModelOptions options;
     options.dtype = std::get<0>(GetParam());
     options.int8_activations = std::get<1>(GetParam());
@@ -244,7 +238,7 @@ INSTANTIATE_TEST_SUITE_P(Dtypes, BatchEngineTest,
 class BatchEngineFlowTest : public ::testing::Test {
  protected:
   void SetUp() override {
-    SKIP_WITHOUT_MODEL();
+    SIFT_SKIP_WITHOUT_MODEL();
     model_ = Model::Load(ModelPath(), ModelOptions{});
   }
   std::shared_ptr<const Model> model_;

@@ -3,23 +3,20 @@
 // llama-bench allows). Needs the real SmolLM2 GGUF ($SIFT_MODEL).
 #include <gtest/gtest.h>
 
-#include <cstdlib>
 #include <string>
 #include <vector>
 
 #include "prefill/prompt_check.h"
 #include "sift/model.h"
+#include "support/model_path.h"
 
 namespace sift {
 namespace {
 
-std::string ModelPath() {
-  const char* p = std::getenv("SIFT_MODEL");
-  return p ? p : "";
-}
+using ::sift::testing::ModelPath;
 
 TEST(ContextOverrideTest, DefaultIsTheTrainedContextAndPromptsPastItAreRefused) {
-  if (ModelPath().empty()) GTEST_SKIP() << "set SIFT_MODEL to the SmolLM2 GGUF file";
+  SIFT_SKIP_WITHOUT_MODEL();
   const auto model = Model::Load(ModelPath(), ModelOptions{});
   ASSERT_EQ(model->config().context_length, 8192);
   const std::vector<TokenId> prompt(8300, 42);
@@ -28,7 +25,7 @@ TEST(ContextOverrideTest, DefaultIsTheTrainedContextAndPromptsPastItAreRefused) 
 }
 
 TEST(ContextOverrideTest, LargerLimitAdmitsLongerPromptsAndDecodesPastTheTrainedContext) {
-  if (ModelPath().empty()) GTEST_SKIP() << "set SIFT_MODEL to the SmolLM2 GGUF file";
+  SIFT_SKIP_WITHOUT_MODEL();
   ModelOptions options;
   options.context_length = 8400;
   const auto model = Model::Load(ModelPath(), options);
@@ -43,7 +40,7 @@ TEST(ContextOverrideTest, LargerLimitAdmitsLongerPromptsAndDecodesPastTheTrained
 }
 
 TEST(ContextOverrideTest, SmallerLimitRefusesEarlierAndNegativeIsAnError) {
-  if (ModelPath().empty()) GTEST_SKIP() << "set SIFT_MODEL to the SmolLM2 GGUF file";
+  SIFT_SKIP_WITHOUT_MODEL();
   ModelOptions options;
   options.context_length = 100;
   const auto model = Model::Load(ModelPath(), options);

@@ -6,7 +6,6 @@
 #include <gtest/gtest.h>
 
 #include <chrono>
-#include <cstdlib>
 #include <map>
 #include <memory>
 #include <string>
@@ -16,17 +15,12 @@
 #include "sift/gguf.h"
 #include "sift/model_config.h"
 #include "sift/weights.h"
+#include "support/model_path.h"
 
 namespace sift {
 namespace {
 
-std::string ModelPath() {
-  const char* p = std::getenv("SIFT_MODEL");
-  return p ? p : "";
-}
-
-#define SKIP_WITHOUT_MODEL() \
-  if (ModelPath().empty()) GTEST_SKIP() << "set SIFT_MODEL to the SmolLM2 GGUF file"
+using ::sift::testing::ModelPath;
 
 // The GGUF file and its weights, loaded once for the whole suite (loading takes a second or two).
 class GgufModelTest : public ::testing::Test {
@@ -65,7 +59,7 @@ ModelWeights* GgufModelTest::weights_ = nullptr;
 double GgufModelTest::load_seconds_ = 0;
 
 TEST_F(GgufModelTest, Metadata) {
-  SKIP_WITHOUT_MODEL();
+  SIFT_SKIP_WITHOUT_MODEL();
   const GgufFile& f = *file_;
   EXPECT_EQ(f.version(), 3u);
   EXPECT_EQ(f.alignment(), 32u);
@@ -113,7 +107,7 @@ TEST_F(GgufModelTest, Metadata) {
 }
 
 TEST_F(GgufModelTest, TensorTable) {
-  SKIP_WITHOUT_MODEL();
+  SIFT_SKIP_WITHOUT_MODEL();
   const GgufFile& f = *file_;
   EXPECT_EQ(f.tensors().size(), 272u);
   std::map<std::string, int> counts;
@@ -144,7 +138,7 @@ TEST_F(GgufModelTest, TensorTable) {
 }
 
 TEST_F(GgufModelTest, WeightShapesAndTiedHead) {
-  SKIP_WITHOUT_MODEL();
+  SIFT_SKIP_WITHOUT_MODEL();
   const ModelWeights& w = *weights_;
   std::printf("[ info ] LoadWeightsFromGguf (fp32, %d threads): %.2f s\n", at::get_num_threads(),
               load_seconds_);
@@ -172,7 +166,7 @@ TEST_F(GgufModelTest, WeightShapesAndTiedHead) {
 // HF row j*32 + i of a head equals GGUF row 2i + j (llama.cpp convert_hf_to_gguf.py,
 // LlamaModel.permute), compared with rows dequantised straight from the file.
 TEST_F(GgufModelTest, QkRowsAreUnpermuted) {
-  SKIP_WITHOUT_MODEL();
+  SIFT_SKIP_WITHOUT_MODEL();
   const int64_t hd = 64;
   for (int layer : {0, 17, 29}) {
     for (const auto& [suffix, heads] : {std::pair<std::string, int64_t>{"attn_q.weight", 9},
@@ -206,7 +200,7 @@ TEST_F(GgufModelTest, QkRowsAreUnpermuted) {
 }
 
 TEST(GgufModelLoadTest, Bf16LoadIsFast) {
-  SKIP_WITHOUT_MODEL();
+  SIFT_SKIP_WITHOUT_MODEL();
   LoadOptions options;  // bf16, the default
   const auto start = std::chrono::steady_clock::now();
   const ModelWeights w = LoadWeights(ModelPath(), options);

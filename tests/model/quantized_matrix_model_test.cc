@@ -9,7 +9,6 @@
 
 #include <cmath>
 #include <cstdio>
-#include <cstdlib>
 #include <memory>
 #include <string>
 #include <vector>
@@ -17,14 +16,12 @@
 #include "sift/ggml_types.h"
 #include "sift/gguf.h"
 #include "sift/quantized_matrix.h"
+#include "support/model_path.h"
 
 namespace sift {
 namespace {
 
-std::string ModelPath() {
-  const char* p = std::getenv("SIFT_MODEL");
-  return p ? p : "";
-}
+using ::sift::testing::ModelPath;
 
 std::vector<CpuIsa> Levels() {
   std::vector<CpuIsa> levels;
@@ -35,7 +32,7 @@ std::vector<CpuIsa> Levels() {
 }
 
 TEST(QuantizedMatrixModelTest, EveryMatrixOfTheModelMatchesItsDequantizedRows) {
-  if (ModelPath().empty()) GTEST_SKIP() << "set SIFT_MODEL to the SmolLM2 GGUF file";
+  SIFT_SKIP_WITHOUT_MODEL();
   const std::unique_ptr<GgufFile> file = GgufFile::Open(ModelPath());
   at::manual_seed(0);
   int checked = 0;

@@ -5,20 +5,19 @@
 
 #include <gtest/gtest.h>
 
-#include <cstdlib>
 #include <memory>
 #include <string>
 
 #include "daemon/catalog.h"
 #include "sift/model.h"
+#include "support/model_path.h"
 
 namespace sift::testing {
 
 inline std::shared_ptr<const Model> TestModel() {
   static std::shared_ptr<const Model> model = []() -> std::shared_ptr<const Model> {
-    const char* path = std::getenv("SIFT_MODEL");
-    if (path == nullptr || *path == '\0') return nullptr;
-    return Model::Load(path, ModelOptions());
+    if (ModelPath().empty()) return nullptr;
+    return Model::Load(ModelPath(), ModelOptions());
   }();
   return model;
 }

@@ -42,7 +42,7 @@ class WorkerProcess {
     posix_spawn_file_actions_addclose(&actions, fds[0]);
     std::vector<std::string> args = {
         SIFT_TEST_WORKER, "--worker",      "--bind",  "tcp://127.0.0.1:*",
-        "--plugins",      SIFT_PLUGIN_DIR, "--model", std::getenv("SIFT_MODEL")};
+        "--plugins",      SIFT_PLUGIN_DIR, "--model", sift::testing::ModelPath()};
     std::vector<char*> argv;
     for (std::string& a : args) argv.push_back(a.data());
     argv.push_back(nullptr);

@@ -35,8 +35,8 @@ using nlohmann::json;
 
 std::shared_ptr<const Model> TheModel() {
   static std::shared_ptr<const Model> model = []() -> std::shared_ptr<const Model> {
-    const char* path = std::getenv("SIFT_MODEL");
-    if (path == nullptr || *path == '\0') return nullptr;
+    const std::string path = sift::testing::ModelPath();
+    if (path.empty()) return nullptr;
     return Model::Load(path, ModelOptions());
   }();
   return model;

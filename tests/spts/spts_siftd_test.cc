@@ -28,8 +28,8 @@ const char* kContext =
 class SptsSiftdTest : public ::testing::Test {
  protected:
   static void SetUpTestSuite() {
-    const char* model_path = std::getenv("SIFT_MODEL");
-    if (model_path == nullptr ||
+    const std::string model_path = sift::testing::ModelPath();
+    if (model_path.empty() ||
         !fs::exists(std::string(SIFT_BINARY_DIR) + "/plugins/prefill_skip.so")) {
       return;
     }
@@ -55,7 +55,7 @@ class SptsSiftdTest : public ::testing::Test {
     dir_ = nullptr;
   }
   void SetUp() override {
-    if (!std::getenv("SIFT_MODEL")) GTEST_SKIP() << "SIFT_MODEL not set";
+    SIFT_SKIP_WITHOUT_MODEL();
     if (!daemon_) GTEST_SKIP() << "prefill_skip.so not built";
     ASSERT_EQ(start_error_, "");
   }

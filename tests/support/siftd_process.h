@@ -24,6 +24,8 @@
 #include <thread>
 #include <vector>
 
+#include "support/model_path.h"
+
 namespace sift::testing {
 
 inline std::string ReadAll(const std::string& path) {
@@ -44,7 +46,7 @@ class SiftdProcess {
     log_ = (dir_ / "siftd.log").string();
     std::vector<std::string> args = {std::string(SIFT_BINARY_DIR) + "/bin/siftd",
                                      "--model",
-                                     model.empty() ? std::getenv("SIFT_MODEL") : model,
+                                     model.empty() ? ModelPath() : model,
                                      "--pipelines",
                                      std::string(SIFT_SOURCE_DIR) + "/pipelines",
                                      "--plugins",
