@@ -139,8 +139,47 @@ TEST_F(DecodePoolTest, StepsEqualDecodeStepOnOwnCaches) {
     const double worst =
         CompareSteps(*model, pool, requests, {0, 0, 2, 4}, {9, 3, 6, 5}, 10, fp32 ? 1e-4 : 0.1);
     EXPECT_LT(worst, fp32 ? 1e-3 : 0.5) << "largest logit difference";
-    EXPECT_GT(pool.capacity(), 16) << "the pool never grew";
+    EXPECT_GT(pool.capacity(0), 16) << "the pool never grew";
+    for (int64_t l = 0; l < model->config().num_layers; ++l) EXPECT_EQ(pool.in_use(l), 0);
   }
+}
+
+// A cache whose layers hold from 1 to 13 entries, as PyramidKV leaves them: each layer's region
+// is as long as that layer plus the new tokens (what the daemon's KV budget charges), not as
+// long as the longest layer. A second request admitted after it starts at a different offset in
+// each layer; the steps of both still equal DecodeStep's.
+TEST_F(DecodePoolTest, RegionsAreAsLongAsEachLayer) {
+  const std::shared_ptr<const Model> model = LoadModel(at::kFloat, at::kCPU);
+  DecodePoolOptions options;
+  options.initial_entries = 64;
+  DecodePool pool(*model, options);
+  std::vector<Request> requests;
+  requests.push_back(Prefill(*model, kPrompts[1], false));
+  requests.push_back(Prefill(*model, kPrompts[0], false));
+  KvCache& own = *requests[0].own;
+  const int64_t prompt = own.size(0), second = requests[1].own->size(0);
+  ASSERT_GE(prompt, 13);
+  std::vector<int64_t> held;
+  for (int64_t l = 0; l < own.num_layers(); ++l) {
+    held.push_back(1 + (l % 4) * 4);  // 1, 5, 9, 13, 1, ...
+    own.Select(l, at::arange(prompt - held.back(), prompt, at::kLong));
+  }
+  *requests[0].pooled = own.Clone();
+  const int64_t new_tokens = 3;
+  pool.Admit(*requests[0].pooled, new_tokens);
+  pool.Admit(*requests[1].pooled, new_tokens);
+  for (int64_t l = 0; l < own.num_layers(); ++l) {
+    EXPECT_EQ(pool.in_use(l), held[static_cast<size_t>(l)] + second + 2 * new_tokens)
+        << "layer " << l;
+  }
+  for (Request& r : requests) {
+    pool.Release(*r.pooled);
+    *r.pooled = r.own->Clone();
+  }
+  for (int64_t l = 0; l < own.num_layers(); ++l) EXPECT_EQ(pool.in_use(l), 0) << "layer " << l;
+  EXPECT_LT(
+      CompareSteps(*model, pool, requests, {0, 0}, {new_tokens, new_tokens}, new_tokens, 1e-4),
+      1e-3);
 }
 
 TEST_F(DecodePoolTest, MisuseIsAClearError) {

@@ -2,15 +2,15 @@
 // sequence of device operators over fixed buffers: on CUDA captured once per batch-size bucket as
 // a CUDA graph and replayed, elsewhere run eagerly (the same operators, for tests on the CPU).
 //
-// A request's cache is admitted once (its entries moved into a region of the pool with room for
-// its remaining tokens), decodes there, and is released when it leaves (its entries, the decoded
-// ones too, moved back into its cache). A step stages every row's token, position, region and
-// per-layer length into one host buffer and copies it to the device in one transfer; the graph
-// reads them from there: RoPE rows gathered from a device table, the new k/v written at
-// region + length by device-side index, and attention over each row's length. The attention is
-// LibTorch's flash varlen kernel with `seqused_k` (each row reads its own region's used length;
-// LibTorch >= 2.5, bf16/fp16) where it applies, else a gather of each row's region masked by
-// its length (the CPU and fp32). docs/engine.md#decode-graphs.
+// A request's cache is admitted once (each layer's entries moved into a region of that layer's
+// pool as long as the layer plus the remaining tokens), decodes there, and is released when it
+// leaves (its entries, the decoded ones too, moved back into its cache). A step stages every
+// row's token, position, and per layer its region and length into one host buffer and copies it to
+// the device in one transfer; the graph reads them from there: RoPE rows gathered from a device
+// table, the new k/v written at region + length by device-side index, and attention over each row's
+// length. The attention is LibTorch's flash varlen kernel with `seqused_k` (each row reads its own
+// region's used length; LibTorch >= 2.5, bf16/fp16) where it applies, else a gather of each row's
+// region masked by its length (the CPU and fp32). docs/engine.md#decode-graphs.
 //
 // OWNERSHIP: the pool borrows the Model (the caller keeps it alive) and, between Admit and
 //            Release, the caller's caches (empty meanwhile: their entries live in the pool; they
@@ -47,8 +47,9 @@ bool ParseDecodePoolMode(const std::string& text, DecodePoolMode* mode);
 struct DecodePoolOptions {
   // Capture steps as CUDA graphs where GraphsAvailable(); false: always eager.
   bool graphs = true;
-  // Entries per layer the pool starts with (0: what the first admission needs, at least 4096).
-  // It doubles when an admission does not fit (moving every region: graphs are captured anew).
+  // Entries each layer's pool starts with (0: what the first admission needs, at least 4096).
+  // A layer's pool doubles when an admission does not fit (moving its regions: graphs are
+  // captured anew).
   int64_t initial_entries = 0;
 };
 
@@ -70,8 +71,8 @@ class DecodePool {
   DecodePool(const DecodePool&) = delete;
   DecodePool& operator=(const DecodePool&) = delete;
 
-  // Moves `cache`'s entries into a region with room for `max_new_tokens` more per layer: the
-  // cache is left empty (its memory released), so the KV is held once.
+  // Moves each layer of `cache` into a region of that layer's pool as long as the layer plus
+  // `max_new_tokens`: the cache is left empty (its memory released), so the KV is held once.
   void Admit(KvCache& cache, int64_t max_new_tokens);
   // Puts the region's entries back into `cache` (those admitted, then those decoded, at the
   // steps' positions) and frees the region. A cache not admitted is left as it is.
@@ -86,22 +87,33 @@ class DecodePool {
   // "cuda graphs (3 captured)" or "eager (why)": what the steps run as (logs, benchmarks).
   std::string Describe() const;
   int64_t graphs_captured() const;
-  int64_t capacity() const { return capacity_; }  // entries per layer
+  int64_t capacity(int64_t layer) const;  // entries in `layer`'s pool
+  // Entries of `layer`'s pool held by admitted requests' regions (each as long as the request's
+  // layer held at Admit plus its new tokens).
+  int64_t in_use(int64_t layer) const;
 
  private:
   struct Region {
-    int64_t offset = 0, capacity = 0;  // entries [offset, offset + capacity) of every layer
-    std::vector<int64_t> admitted;     // per layer: entries the cache held at Admit
+    // Per layer: entries [offset, offset + capacity) of that layer's pool, as long as the layer
+    // held at Admit plus the new tokens (PyramidKV's short layers take short regions).
+    std::vector<int64_t> offset, capacity;
+    std::vector<int64_t> admitted;               // per layer: entries the cache held at Admit
     std::vector<at::Tensor> admitted_positions;  // per layer: their positions [Hkv, n], host
     std::vector<int64_t> size;                   // per layer: entries now (admitted + decoded)
     std::vector<int64_t> positions;              // the positions of the decoded entries, in order
   };
+  // One layer's pool: its k/v at fixed addresses and its free entries.
+  struct LayerPool {
+    at::Tensor k, v;                  // [capacity, Hkv, hd], device
+    int64_t capacity = 0;             // entries
+    std::map<int64_t, int64_t> free;  // free entries: offset -> count
+  };
   struct Graphs;  // the captured steps (CUDA builds), by bucket
 
-  // Makes room for `entries` more (a region at least that large), growing the pool if needed.
-  int64_t Allocate(int64_t entries);
-  void Free(int64_t offset, int64_t entries);
-  void Grow(int64_t min_capacity);
+  // A region of `entries` in `layer`'s pool (first fit), growing that pool if needed.
+  int64_t Allocate(int64_t layer, int64_t entries);
+  void Free(int64_t layer, int64_t offset, int64_t entries);
+  void Grow(int64_t layer, int64_t min_capacity);
   // Writes the step's inputs for `rows` (a bucket) into the staging buffers and copies them to
   // the device; returns the bucket's key bound and each row's region in *regions.
   int64_t Stage(const std::vector<TokenId>& ids, const std::vector<int64_t>& positions,
@@ -118,10 +130,8 @@ class DecodePool {
   const int64_t layers_;
   bool flash_ = false;                        // attention by the flash varlen kernel
   std::string eager_why_;                     // why steps are not graphs (empty when they are)
-  int64_t capacity_ = 0;                      // entries per layer
-  std::vector<at::Tensor> k_, v_;             // per layer [capacity, Hkv, hd], device
+  std::vector<LayerPool> pools_;              // per layer
   std::map<const KvCache*, Region> regions_;  // admitted caches
-  std::map<int64_t, int64_t> free_;           // free entries: offset -> count
   at::Tensor rope_cos_, rope_sin_;            // [positions, hd / 2] fp32, device
   at::Tensor staged_host_, staged_;           // the step's inputs (layout: decode_pool.cc)
   int64_t staged_rows_ = 0;                   // rows the staging buffers hold

@@ -38,17 +38,24 @@ int64_t NextPowerOfTwo(int64_t n) {
 
 bool FlashDtype(at::ScalarType t) { return t == at::kBFloat16 || t == at::kHalf; }
 
-}  // namespace
-
-// The staged inputs of a step, for staged_rows_ = S rows, in one int64 buffer (host, pinned on
-// CUDA, and its device copy):
-//   [0, S)              token ids
-//   [S, 2S)             positions
-//   [2S, 3S + 1)        each row's region offset, then the pool's end (cu_seqlens_k)
-//   [3S + 1, 3S+1+L*S)  per layer l, per row: the entries the row attends to after this step's
-//                       append (seqused_k); the append goes to offset + that - 1
+// The staged inputs of a step, for staged_rows_ = S rows and L layers, in one int64 buffer (host,
+// pinned on CUDA, and its device copy):
+//   [0, S)                        token ids
+//   [S, 2S)                       positions
+//   OffsetsAt(l) = 2S + l(S + 1)  per layer: each row's region offset in that layer's pool, then
+//                                 the pool's end (cu_seqlens_k)
+//   UsedAt(l) = 2S + L(S+1) + lS  per layer, per row: the entries the row attends to after this
+//                                 step's append (seqused_k); the append goes to offset + that - 1
 // A bucket of R <= S rows reads the first R of each part (and offsets' R-th entry is row R's or
 // the end: flash reads rows' lengths from seqused_k, not from neighbouring offsets).
+int64_t OffsetsAt(int64_t s, int64_t layer) { return 2 * s + layer * (s + 1); }
+int64_t UsedAt(int64_t s, int64_t layers, int64_t layer) {
+  return 2 * s + layers * (s + 1) + layer * s;
+}
+int64_t StagedSize(int64_t s, int64_t layers) { return UsedAt(s, layers, layers); }
+
+}  // namespace
+
 struct DecodePool::Graphs {
 #ifdef SIFT_DECODE_GRAPHS
   struct Captured {
@@ -120,6 +127,7 @@ DecodePool::DecodePool(const Model& model, DecodePoolOptions options)
     : model_(model),
       options_(options),
       layers_(model.config().num_layers),
+      pools_(static_cast<size_t>(model.config().num_layers)),
       graphs_(std::make_unique<Graphs>()) {
   const std::string unsupported = Unsupported(model);
   SIFT_CHECK(unsupported.empty(), "DecodePool: ", unsupported);
@@ -141,6 +149,19 @@ DecodePool::~DecodePool() = default;
 
 int64_t DecodePool::graphs_captured() const { return graphs_->size(); }
 
+int64_t DecodePool::capacity(int64_t layer) const {
+  SIFT_CHECK(layer >= 0 && layer < layers_, "DecodePool::capacity: no layer ", layer);
+  return pools_[static_cast<size_t>(layer)].capacity;
+}
+
+int64_t DecodePool::in_use(int64_t layer) const {
+  SIFT_CHECK(layer >= 0 && layer < layers_, "DecodePool::in_use: no layer ", layer);
+  const LayerPool& pool = pools_[static_cast<size_t>(layer)];
+  int64_t free = 0;
+  for (const auto& [offset, count] : pool.free) free += count;
+  return pool.capacity == 0 ? 0 : pool.capacity - kScratchEntries - free;
+}
+
 std::string DecodePool::Describe() const {
   if (eager_why_.empty() && !graphs_->broken) {
     return std::string("cuda graphs (") + std::to_string(graphs_->size()) +
@@ -149,60 +170,61 @@ std::string DecodePool::Describe() const {
   return "eager (" + (graphs_->broken ? std::string("a capture failed") : eager_why_) + ")";
 }
 
-void DecodePool::Grow(int64_t min_capacity) {
+void DecodePool::Grow(int64_t layer, int64_t min_capacity) {
+  LayerPool& pool = pools_[static_cast<size_t>(layer)];
   const KvCacheShape shape = model_.CacheShape();
   const int64_t least = options_.initial_entries > 0 ? options_.initial_entries : kMinEntries;
-  const int64_t capacity = std::max({min_capacity, 2 * capacity_, least});
+  const int64_t capacity = std::max({min_capacity, 2 * pool.capacity, least});
   const at::TensorOptions opts = at::TensorOptions().dtype(shape.dtype).device(shape.device);
-  std::vector<at::Tensor> k(static_cast<size_t>(layers_)), v(static_cast<size_t>(layers_));
-  for (int64_t l = 0; l < layers_; ++l) {
-    const size_t i = static_cast<size_t>(l);
-    k[i] = at::zeros({capacity, shape.num_kv_heads, shape.head_dim}, opts);
-    v[i] = at::zeros({capacity, shape.num_kv_heads, shape.head_dim}, opts);
-    if (capacity_ > 0) {  // regions keep their offsets
-      k[i].narrow(0, 0, capacity_).copy_(k_[i]);
-      v[i].narrow(0, 0, capacity_).copy_(v_[i]);
-    }
+  at::Tensor k = at::zeros({capacity, shape.num_kv_heads, shape.head_dim}, opts);
+  at::Tensor v = at::zeros({capacity, shape.num_kv_heads, shape.head_dim}, opts);
+  if (pool.capacity > 0) {  // regions keep their offsets
+    k.narrow(0, 0, pool.capacity).copy_(pool.k);
+    v.narrow(0, 0, pool.capacity).copy_(pool.v);
   }
-  k_ = std::move(k);
-  v_ = std::move(v);
-  if (capacity_ == 0) {
-    free_[kScratchEntries] = capacity - kScratchEntries;
+  pool.k = std::move(k);
+  pool.v = std::move(v);
+  const int64_t before = pool.capacity;
+  pool.capacity = capacity;
+  if (before == 0) {
+    pool.free[kScratchEntries] = capacity - kScratchEntries;
   } else {
-    Free(capacity_, capacity - capacity_);
+    Free(layer, before, capacity - before);
   }
-  capacity_ = capacity;
   graphs_->Clear();  // they read the old tensors' addresses
 }
 
-int64_t DecodePool::Allocate(int64_t entries) {
+int64_t DecodePool::Allocate(int64_t layer, int64_t entries) {
+  LayerPool& pool = pools_[static_cast<size_t>(layer)];
   for (int attempt = 0; attempt < 2; ++attempt) {
-    for (auto it = free_.begin(); it != free_.end(); ++it) {  // first fit
+    for (auto it = pool.free.begin(); it != pool.free.end(); ++it) {  // first fit
       if (it->second < entries) continue;
       const int64_t offset = it->first, left = it->second - entries;
-      free_.erase(it);
-      if (left > 0) free_[offset + entries] = left;
+      pool.free.erase(it);
+      if (left > 0) pool.free[offset + entries] = left;
       return offset;
     }
-    Grow(capacity_ + entries + kScratchEntries);
+    Grow(layer, pool.capacity + entries + kScratchEntries);
   }
-  throw Error("DecodePool: no room for " + std::to_string(entries) + " entries");
+  throw Error("DecodePool: no room for " + std::to_string(entries) + " entries in layer " +
+              std::to_string(layer));
 }
 
-void DecodePool::Free(int64_t offset, int64_t entries) {
-  auto next = free_.lower_bound(offset);
-  if (next != free_.end() && next->first == offset + entries) {  // merge with the one after
+void DecodePool::Free(int64_t layer, int64_t offset, int64_t entries) {
+  std::map<int64_t, int64_t>& free = pools_[static_cast<size_t>(layer)].free;
+  auto next = free.lower_bound(offset);
+  if (next != free.end() && next->first == offset + entries) {  // merge with the one after
     entries += next->second;
-    next = free_.erase(next);
+    next = free.erase(next);
   }
-  if (next != free_.begin()) {
+  if (next != free.begin()) {
     auto prev = std::prev(next);
     if (prev->first + prev->second == offset) {  // and with the one before
       prev->second += entries;
       return;
     }
   }
-  free_[offset] = entries;
+  free[offset] = entries;
 }
 
 void DecodePool::Admit(KvCache& cache, int64_t max_new_tokens) {
@@ -210,25 +232,26 @@ void DecodePool::Admit(KvCache& cache, int64_t max_new_tokens) {
   SIFT_CHECK(cache.num_layers() == layers_, "DecodePool: the cache has ", cache.num_layers(),
              " layers, the model ", layers_);
   Region r;
-  int64_t largest = 0;
   for (int64_t l = 0; l < layers_; ++l) {
     r.admitted.push_back(cache.size(l));
     r.admitted_positions.push_back(cache.Positions(l).clone());  // host: [Hkv, n]
-    largest = std::max(largest, cache.size(l));
   }
   r.size = r.admitted;
-  r.capacity = largest + std::max<int64_t>(1, max_new_tokens);
-  r.offset = Allocate(r.capacity);
   try {
-    for (int64_t l = 0; l < layers_; ++l) {
-      const int64_t n = cache.size(l);
-      if (n == 0) continue;
+    for (int64_t l = 0; l < layers_; ++l) {  // each layer as long as it is, plus the new tokens
       const size_t i = static_cast<size_t>(l);
-      k_[i].narrow(0, r.offset, n).copy_(cache.Keys(l).transpose(0, 1));  // [Hkv, n, hd] -> [n..]
-      v_[i].narrow(0, r.offset, n).copy_(cache.Values(l).transpose(0, 1));
+      r.capacity.push_back(r.admitted[i] + std::max<int64_t>(1, max_new_tokens));
+      r.offset.push_back(Allocate(l, r.capacity[i]));
+      const int64_t n = r.admitted[i];
+      if (n == 0) continue;
+      LayerPool& pool = pools_[i];
+      pool.k.narrow(0, r.offset[i], n).copy_(cache.Keys(l).transpose(0, 1));  // [Hkv, n, hd]
+      pool.v.narrow(0, r.offset[i], n).copy_(cache.Values(l).transpose(0, 1));
     }
-  } catch (...) {  // the cache is untouched; the region goes back
-    Free(r.offset, r.capacity);
+  } catch (...) {  // the cache is untouched; the regions go back
+    for (size_t i = 0; i < r.offset.size(); ++i) {
+      Free(static_cast<int64_t>(i), r.offset[i], r.capacity[i]);
+    }
     throw;
   }
   cache.Clear();  // its entries live in the pool until Release: the KV is held once
@@ -240,11 +263,11 @@ void DecodePool::Release(KvCache& cache) {
   if (it == regions_.end()) return;
   Region r = std::move(it->second);
   regions_.erase(it);
-  Free(r.offset, r.capacity);
   const int64_t decoded = static_cast<int64_t>(r.positions.size());
   const at::Tensor decoded_positions = at::tensor(r.positions, at::kLong);  // host: positions
   for (int64_t l = 0; l < layers_; ++l) {
     const size_t i = static_cast<size_t>(l);
+    Free(l, r.offset[i], r.capacity[i]);
     const int64_t n = r.size[i];
     if (n == 0) continue;
     const at::Tensor& before = r.admitted_positions[i];  // [Hkv, admitted]
@@ -253,8 +276,9 @@ void DecodePool::Release(KvCache& cache) {
             ? before
             : at::cat({before, decoded_positions.unsqueeze(0).expand({before.size(0), decoded})},
                       1);
-    cache.Set(l, k_[i].narrow(0, r.offset, n).transpose(0, 1),
-              v_[i].narrow(0, r.offset, n).transpose(0, 1), positions);
+    const LayerPool& pool = pools_[i];
+    cache.Set(l, pool.k.narrow(0, r.offset[i], n).transpose(0, 1),
+              pool.v.narrow(0, r.offset[i], n).transpose(0, 1), positions);
   }
 }
 
@@ -282,7 +306,7 @@ int64_t DecodePool::Stage(const std::vector<TokenId>& ids, const std::vector<int
                           std::vector<Region*>* regions) {
   if (rows > staged_rows_) {  // new staging buffers: graphs read the old ones
     staged_rows_ = rows;
-    const int64_t size = (3 + layers_) * rows + 1;
+    const int64_t size = StagedSize(rows, layers_);
     const bool cuda = model_.options().device.is_cuda();
     staged_host_ = at::empty(
         {size}, at::TensorOptions().dtype(at::kLong).pinned_memory(cuda));  // host: staging
@@ -290,7 +314,9 @@ int64_t DecodePool::Stage(const std::vector<TokenId>& ids, const std::vector<int
         at::empty({size}, at::TensorOptions().dtype(at::kLong).device(model_.options().device));
     graphs_->Clear();
   }
-  if (capacity_ == 0) Grow(0);
+  for (int64_t l = 0; l < layers_; ++l) {
+    if (pools_[static_cast<size_t>(l)].capacity == 0) Grow(l, 0);
+  }
   const int64_t s = staged_rows_, n = static_cast<int64_t>(ids.size());
   int64_t* h = staged_host_.data_ptr<int64_t>();  // host: staging
   std::fill(h, h + staged_host_.numel(), 0);
@@ -305,20 +331,22 @@ int64_t DecodePool::Stage(const std::vector<TokenId>& ids, const std::vector<int
                rope_cos_.size(0), ")");
     h[i] = ids[row];
     h[s + i] = positions[row];
-    h[2 * s + i] = r.offset;
     for (int64_t l = 0; l < layers_; ++l) {
-      const int64_t used = r.size[static_cast<size_t>(l)] + 1;
-      SIFT_CHECK(used <= r.capacity, "DecodePool::Step: row ", i, "'s region is full (", r.capacity,
-                 " entries)");
-      h[3 * s + 1 + l * s + i] = used;
+      const size_t li = static_cast<size_t>(l);
+      const int64_t used = r.size[li] + 1;
+      SIFT_CHECK(used <= r.capacity[li], "DecodePool::Step: row ", i, "'s region in layer ", l,
+                 " is full (", r.capacity[li], " entries)");
+      h[OffsetsAt(s, l) + i] = r.offset[li];
+      h[UsedAt(s, layers_, l) + i] = used;
+      max_keys = std::max(max_keys, r.capacity[li]);
     }
-    max_keys = std::max(max_keys, r.capacity);
     regions->push_back(&r);
   }
-  for (int64_t i = n; i < rows; ++i) {  // padding: token 0 at position 0 in the scratch entry
-    for (int64_t l = 0; l < layers_; ++l) h[3 * s + 1 + l * s + i] = kScratchEntries;
+  for (int64_t l = 0; l < layers_; ++l) {
+    // Padding rows: token 0 at position 0, offset 0, in the scratch entry.
+    for (int64_t i = n; i < rows; ++i) h[UsedAt(s, layers_, l) + i] = kScratchEntries;
+    h[OffsetsAt(s, l) + rows] = pools_[static_cast<size_t>(l)].capacity;  // cu_seqlens_k's end
   }
-  h[2 * s + rows] = capacity_;  // cu_seqlens_k's last entry: the pool's end
   staged_.copy_(staged_host_);
   return NextPowerOfTwo(max_keys);  // a bucket, so a graph serves a request's whole life
 }
@@ -376,36 +404,34 @@ at::Tensor DecodePool::Compute(int64_t rows, int64_t max_keys) {
   const int64_t s = staged_rows_;
   const at::Tensor ids = staged_.narrow(0, 0, rows);
   const at::Tensor pos = staged_.narrow(0, s, rows);
-  const at::Tensor offsets = staged_.narrow(0, 2 * s, rows);
-  const at::Tensor used = staged_.narrow(0, 3 * s + 1, layers_ * s).view({layers_, s});
   const RopeTables rope{rope_cos_.index_select(0, pos), rope_sin_.index_select(0, pos)};
-  const at::ScalarType dtype = k_[0].scalar_type();
   return model_.DecodeLayers(
       ids, rope, [&](int64_t layer, const at::Tensor& q, const at::Tensor& k, const at::Tensor& v) {
-        const size_t l = static_cast<size_t>(layer);
-        const at::Tensor len = used[layer].narrow(0, 0, rows);
+        LayerPool& pool = pools_[static_cast<size_t>(layer)];
+        const at::Tensor offsets = staged_.narrow(0, OffsetsAt(s, layer), rows);
+        const at::Tensor len = staged_.narrow(0, UsedAt(s, layers_, layer), rows);
         const at::Tensor at_entry = offsets + len - 1;  // device-side append index
-        k_[l].index_copy_(0, at_entry, k.to(dtype));
-        v_[l].index_copy_(0, at_entry, v.to(dtype));
+        pool.k.index_copy_(0, at_entry, k.to(pool.k.scalar_type()));
+        pool.v.index_copy_(0, at_entry, v.to(pool.v.scalar_type()));
         return Attend(layer, q, rows, max_keys);
       });
 }
 
 at::Tensor DecodePool::Attend(int64_t layer, const at::Tensor& q, int64_t rows, int64_t max_keys) {
-  const size_t l = static_cast<size_t>(layer);
+  const LayerPool& pool = pools_[static_cast<size_t>(layer)];
   const int64_t s = staged_rows_;
-  const int64_t hq = q.size(1), hkv = k_[l].size(1), hd = q.size(2), group = hq / hkv;
+  const int64_t hq = q.size(1), hkv = pool.k.size(1), hd = q.size(2), group = hq / hkv;
   const double scale = 1.0 / std::sqrt(static_cast<double>(hd));
-  const at::Tensor len = staged_.narrow(0, 3 * s + 1 + layer * s, rows);
+  const at::Tensor len = staged_.narrow(0, UsedAt(s, layers_, layer), rows);
 #ifdef SIFT_DECODE_GRAPHS
   if (flash_) {
     // One query per row: cu_seqlens_q = 0..rows; each row's keys start at its region's offset
     // and seqused_k says how many it reads (max_keys: the bucket's bound, for the kernel's split).
     const at::Tensor cu_q = at::arange(rows + 1, staged_.options().dtype(at::kInt));
-    const at::Tensor cu_k = staged_.narrow(0, 2 * s, rows + 1).to(at::kInt);
+    const at::Tensor cu_k = staged_.narrow(0, OffsetsAt(s, layer), rows + 1).to(at::kInt);
     const at::Tensor seqused = len.to(at::kInt);
     const at::Tensor out = std::get<0>(at::_flash_attention_forward(
-        q.to(k_[l].scalar_type()).contiguous(), k_[l], v_[l], cu_q, cu_k, 1, max_keys, 0.0,
+        q.to(pool.k.scalar_type()).contiguous(), pool.k, pool.v, cu_q, cu_k, 1, max_keys, 0.0,
         /*is_causal=*/false, /*return_debug_mask=*/false, scale, std::nullopt, std::nullopt,
         seqused));
     return out.reshape({rows, hq, hd});
@@ -413,14 +439,14 @@ at::Tensor DecodePool::Attend(int64_t layer, const at::Tensor& q, int64_t rows, 
 #endif
   // Each row's region gathered up to max_keys and masked past its length: the same operators
   // for every step of a bucket (no host read), exact softmax in fp32.
-  const at::Tensor offsets = staged_.narrow(0, 2 * s, rows);
+  const at::Tensor offsets = staged_.narrow(0, OffsetsAt(s, layer), rows);
   const at::Tensor index =
       (offsets.unsqueeze(1) + at::arange(max_keys, offsets.options()).unsqueeze(0))
-          .clamp_max(capacity_ - 1);  // [rows, max_keys]
+          .clamp_max(pool.capacity - 1);  // [rows, max_keys]
   const at::Tensor keys =
-      k_[l].index_select(0, index.reshape({-1})).view({rows, max_keys, hkv, hd}).to(at::kFloat);
+      pool.k.index_select(0, index.reshape({-1})).view({rows, max_keys, hkv, hd}).to(at::kFloat);
   const at::Tensor values =
-      v_[l].index_select(0, index.reshape({-1})).view({rows, max_keys, hkv, hd}).to(at::kFloat);
+      pool.v.index_select(0, index.reshape({-1})).view({rows, max_keys, hkv, hd}).to(at::kFloat);
   const at::Tensor qg = q.to(at::kFloat).reshape({rows, hkv, group, hd});
   at::Tensor scores = at::einsum("rhgd,rkhd->rhgk", {qg, keys}) * scale;
   const at::Tensor past =
