@@ -219,6 +219,7 @@ async def run_level(args, words, clients):
         "max_tokens": args.max_tokens, "prompt_tokens_target": args.prompt_tokens,
         "tokens_per_word": round(args.tokens_per_word, 3),
         "prompt_tokens_mean": statistics.mean(prompt_tokens) if prompt_tokens else None,
+        "prompt_tokens_max": max(prompt_tokens) if prompt_tokens else None,
         "wall_s": round(wall, 3), "output_tokens": tokens,
         "output_tok_per_s": round(tokens / wall, 2) if wall > 0 else None,
         "requests_per_min": round(len(results) / wall * 60, 2) if wall > 0 else None,

